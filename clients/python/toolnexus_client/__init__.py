@@ -1,0 +1,1 @@
+"""toolnexus_client: the Python client of toolnexus-daemon."""

@@ -1,0 +1,97 @@
+"""Start the real daemon as a subprocess for tests (DESIGN §8).
+
+The daemon logs JSON lines to stderr; once it is serving it logs
+``{"msg": "serving", "addresses": [...]}`` with the bound addresses (port 0
+resolved), which is how tests learn where to connect.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+class DaemonProcess:
+    """One daemon subprocess bound to 127.0.0.1:0 (and optional unix sockets)."""
+
+    def __init__(self, data_dir: Path, *extra_args: str, listen: tuple[str, ...] = ("127.0.0.1:0",),
+                 env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra_args = extra_args
+        self.listen = listen
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[str] | None = None
+        self.addresses: list[str] = []
+        self.log_lines: list[str] = []
+        self._serving = threading.Event()
+
+    @property
+    def target(self) -> str:
+        return self.addresses[0]
+
+    def start(self, timeout: float = 30.0) -> DaemonProcess:
+        args = [sys.executable, "-m", "toolnexus_daemon", "serve", "--data-dir", str(self.data_dir)]
+        for addr in self.listen:
+            args += ["--listen", addr]
+        args += list(self.extra_args)
+        self._serving.clear()
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     text=True, env=self.env)
+        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not self._serving.wait(0.05):
+            if self.proc.poll() is not None:
+                time.sleep(0.1)
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}:\n" + self.logs())
+            if time.monotonic() > deadline:
+                self.kill9()
+                raise RuntimeError("daemon did not start serving in time:\n" + self.logs())
+        return self
+
+    def _drain(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self.log_lines.append(line.rstrip("\n"))
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("msg") == "serving":
+                self.addresses = list(rec.get("addresses") or [])
+                self._serving.set()
+
+    def logs(self) -> str:
+        return "\n".join(self.log_lines)
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        return self.proc.returncode
+
+    def restart(self) -> DaemonProcess:
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> DaemonProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,58 @@
+"""The domain error tree. Each error names the gRPC status it maps to by a plain
+string, so the engine never imports grpc; ``api.status`` does the translation."""
+
+from __future__ import annotations
+
+
+class DaemonError(Exception):
+    """Base of every error a client can act on."""
+
+    code = "INTERNAL"
+
+
+class InvalidArgument(DaemonError):
+    code = "INVALID_ARGUMENT"
+
+
+class NotFound(DaemonError):
+    code = "NOT_FOUND"
+
+
+class FailedPrecondition(DaemonError):
+    code = "FAILED_PRECONDITION"
+
+
+class ResourceExhausted(DaemonError):
+    code = "RESOURCE_EXHAUSTED"
+
+
+class OutOfRange(DaemonError):
+    code = "OUT_OF_RANGE"
+
+
+class Unavailable(DaemonError):
+    code = "UNAVAILABLE"
+
+
+class Unimplemented(DaemonError):
+    code = "UNIMPLEMENTED"
+
+
+class StoreError(DaemonError):
+    """The store could not do what was asked; the message names the key or the cause."""
+
+    code = "INTERNAL"
+
+
+class StoreFull(StoreError, ResourceExhausted):
+    """The LMDB map or the disk is full; nothing of the failed write was kept."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class StoreLocked(StoreError):
+    """Another daemon holds the data directory."""
+
+
+class FormatTooNew(StoreError):
+    """A record was written by a newer format version than this daemon reads."""

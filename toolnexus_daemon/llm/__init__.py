@@ -1,0 +1,1 @@
+"""Model transports behind one protocol (``base.ModelTransport``)."""

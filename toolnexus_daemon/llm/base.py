@@ -1,0 +1,58 @@
+"""The model-transport protocol the engine calls.
+
+The engine speaks one internal message form, OpenAI-shaped chat messages
+(DESIGN §4). A transport turns a ``ModelRequest`` into a ``ModelReply`` or
+raises ``ModelError`` once its retries are spent; the engine settles the turn
+with status ``error`` and the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..model import JSON, Usage
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    runtime_id: str
+    handle: str
+    # unique within the daemon and stable across a re-issue after a crash
+    call_id: str
+    # the OpenAI chat-completions body: {"model", "messages", "tools"?, "tool_choice"?}
+    body: JSON
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    # the assistant message, appended verbatim: {"role": "assistant", "content", "tool_calls"?}
+    message: JSON
+    usage: Usage
+
+
+class ModelError(Exception):
+    """The model call failed for good; the message is what the turn reports."""
+
+
+class ModelTransport(Protocol):
+    async def complete(self, request: ModelRequest) -> ModelReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+def reply_from_openai(body: JSON) -> ModelReply:
+    """Read an OpenAI chat-completions response body; raise ModelError if it has no message."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise ModelError(f"model response has no choices: {str(body)[:200]}")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ModelError("model response choice has no message")
+    message = dict(message)
+    message.setdefault("role", "assistant")
+    usage = body.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    total = int(usage.get("total_tokens") or (prompt + completion))
+    return ModelReply(message=message, usage=Usage(prompt, completion, total))

@@ -1,0 +1,92 @@
+"""The store protocol: typed tables of JSON records and one atomic ``commit``.
+
+The engine owns the shape of runtime, handle and checkpoint records; the store
+owns keys, the format-version envelope and atomicity. Everything one state
+change touches — records, transcript messages, the request index, events — is
+one ``Batch`` and lands in one write transaction, or not at all.
+
+Tables (all keyed under a runtime id):
+  runtimes     runtime_id                    -> runtime record
+  handles      (runtime_id, handle_id)       -> handle record
+  messages     (runtime_id, handle_id, idx)  -> one transcript message (append per message)
+  checkpoints  (runtime_id, handle_id)       -> the step checkpoint of a handle's open turn
+  requests     (runtime_id, request_id)      -> request-index entry
+  events       (runtime_id, seq)             -> Event
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..model import JSON, Event
+
+HandleKey = tuple[str, str]
+
+
+@dataclass
+class Batch:
+    """Every write of one state change. ``None`` values delete."""
+
+    runtimes: dict[str, JSON | None] = field(default_factory=dict)
+    handles: dict[HandleKey, JSON | None] = field(default_factory=dict)
+    # (runtime_id, handle_id, index, message)
+    messages: list[tuple[str, str, int, JSON]] = field(default_factory=list)
+    # (runtime_id, handle_id, first index to drop): drops that message and every later one
+    truncate: list[tuple[str, str, int]] = field(default_factory=list)
+    checkpoints: dict[HandleKey, JSON | None] = field(default_factory=dict)
+    requests: dict[HandleKey, JSON | None] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    # runtime ids whose every record (all tables) is deleted, before the puts above
+    purge: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (self.runtimes or self.handles or self.messages or self.truncate
+                    or self.checkpoints or self.requests or self.events or self.purge)
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    path: str
+    size_bytes: int
+    map_size_bytes: int
+    format_version: int
+
+
+class Store(Protocol):
+    """Durable tables with one atomic commit. Reads are synchronous and cheap."""
+
+    async def commit(self, batch: Batch) -> None:
+        """Apply ``batch`` atomically (and durably, if the store syncs).
+
+        Commits apply in the order they were called. Raises ``StoreFull`` when
+        the map or disk is full (nothing of the batch is kept) and
+        ``StoreError`` for any other failure.
+        """
+
+    def runtime_ids(self) -> list[str]: ...
+
+    def get_runtime(self, runtime_id: str) -> JSON | None: ...
+
+    def handles(self, runtime_id: str) -> list[JSON]:
+        """Every handle record of a runtime, in key order."""
+
+    def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None: ...
+
+    def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
+        """Transcript messages with ``start <= index < end`` in index order."""
+
+    def get_checkpoint(self, runtime_id: str, handle_id: str) -> JSON | None: ...
+
+    def get_request(self, runtime_id: str, request_id: str) -> JSON | None: ...
+
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        """Stored events with ``seq > after_seq``, ascending, at most ``limit``."""
+
+    def last_seq(self, runtime_id: str) -> int:
+        """The highest stored seq of a runtime, 0 if none."""
+
+    def info(self) -> StoreInfo: ...
+
+    def close(self) -> None:
+        """Flush and release the store (and its data-directory lock)."""

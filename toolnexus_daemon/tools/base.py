@@ -1,0 +1,27 @@
+"""The tool-executor protocol the engine calls, one implementation per ToolDef source.
+
+An executor never raises for a tool's own failure: a failed call is a
+ToolResult with ``is_error`` (DESIGN: failures cross boundaries as values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..model import JSON, Answer, ToolDef, ToolResult
+
+
+@dataclass(frozen=True)
+class ToolInvocation:
+    runtime_id: str
+    handle: str
+    # unique within the daemon, stable across redelivery; workers deduplicate on it
+    call_id: str
+    tool: ToolDef
+    arguments: JSON
+    answer: Answer | None = None
+
+
+class ToolExecutor(Protocol):
+    async def invoke(self, inv: ToolInvocation) -> ToolResult: ...

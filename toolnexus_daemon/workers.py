@@ -1,0 +1,165 @@
+"""The worker hub: routes tool, model and resolve calls to the app's connected workers.
+
+It knows nothing of gRPC: the Connect servicer attaches a ``WorkerSession`` per
+stream, drains its ``outbox`` onto the wire and hands replies back through
+``deliver``. A call whose worker disconnects goes back to the queue and is
+re-sent, with the same ``call_id``, to another worker or to the next one that
+connects (DESIGN §6). A call that no worker takes within its ``take_timeout``
+fails with ``NoWorker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .model import JSON
+
+
+class CallKind(StrEnum):
+    TOOL = "tool_call"
+    LLM = "llm_call"
+    RESOLVE = "resolve"
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message for a worker. ``payload`` by kind: tool {tool, arguments, answer?},
+    llm {body}, resolve {request}."""
+
+    kind: CallKind
+    call_id: str
+    handle: str
+    payload: JSON
+
+
+class NoWorker(Exception):
+    """No connected worker took the call in time."""
+
+
+@dataclass(eq=False)
+class WorkerSession:
+    runtime_id: str
+    worker_id: str
+    tools: frozenset[str] = frozenset()
+    llm: bool = False
+    resolver: bool = False
+    outbox: asyncio.Queue[Outgoing | None] = field(default_factory=asyncio.Queue)
+    inflight: set[str] = field(default_factory=set)
+
+    def can_serve(self, out: Outgoing) -> bool:
+        if out.kind is CallKind.TOOL:
+            return not self.tools or str(out.payload.get("tool")) in self.tools
+        if out.kind is CallKind.LLM:
+            return self.llm
+        return self.resolver
+
+
+@dataclass(eq=False)
+class _PendingCall:
+    out: Outgoing
+    runtime_id: str
+    reply: asyncio.Future[JSON]
+    assigned: WorkerSession | None = None
+    taken: asyncio.Event = field(default_factory=asyncio.Event)
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class WorkerHub:
+    """All worker sessions of the daemon, grouped by runtime."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, list[WorkerSession]] = {}
+        self._calls: dict[str, _PendingCall] = {}
+        self._rr = itertools.count()
+        self.on_change: Callable[[], None] | None = None
+
+    def sessions(self, runtime_id: str) -> list[WorkerSession]:
+        return list(self._sessions.get(runtime_id, ()))
+
+    def has_resolver(self, runtime_id: str) -> bool:
+        return any(s.resolver for s in self._sessions.get(runtime_id, ()))
+
+    def count(self) -> int:
+        return sum(len(v) for v in self._sessions.values())
+
+    def attach(self, session: WorkerSession) -> None:
+        self._sessions.setdefault(session.runtime_id, []).append(session)
+        for call in list(self._calls.values()):
+            if call.assigned is None and call.runtime_id == session.runtime_id:
+                self._assign(call)
+
+    def detach(self, session: WorkerSession) -> None:
+        """Forget a session; its unanswered calls go to another worker or wait for one."""
+        group = self._sessions.get(session.runtime_id, [])
+        if session in group:
+            group.remove(session)
+        if not group:
+            self._sessions.pop(session.runtime_id, None)
+        for call_id in list(session.inflight):
+            call = self._calls.get(call_id)
+            if call is not None and call.assigned is session:
+                call.assigned = None
+                call.taken.clear()
+                call.lost.set()
+                self._assign(call)
+        session.inflight.clear()
+        session.outbox.put_nowait(None)
+
+    def detach_runtime(self, runtime_id: str) -> None:
+        for session in self.sessions(runtime_id):
+            self.detach(session)
+
+    async def call(self, runtime_id: str, out: Outgoing, take_timeout: float) -> JSON:
+        """Send ``out`` to a capable worker and return its reply payload.
+
+        Waits at most ``take_timeout`` seconds for a worker to take the call
+        (again after each disconnect); once taken, waits for the reply.
+        """
+        loop = asyncio.get_running_loop()
+        call = _PendingCall(out=out, runtime_id=runtime_id, reply=loop.create_future())
+        self._calls[out.call_id] = call
+        try:
+            self._assign(call)
+            while not call.reply.done():
+                await self._await_taken(call, take_timeout)
+                lost = asyncio.ensure_future(call.lost.wait())
+                await asyncio.wait([call.reply, lost], return_when=asyncio.FIRST_COMPLETED)
+                lost.cancel()
+                call.lost.clear()
+            return call.reply.result()
+        finally:
+            self._calls.pop(out.call_id, None)
+            if call.assigned is not None:
+                call.assigned.inflight.discard(out.call_id)
+
+    def deliver(self, session: WorkerSession, call_id: str, reply: JSON) -> bool:
+        """A worker's reply. False if no call of that worker waits on ``call_id``."""
+        call = self._calls.get(call_id)
+        if call is None or call.reply.done() or call.runtime_id != session.runtime_id:
+            return False
+        session.inflight.discard(call_id)
+        call.reply.set_result(reply)
+        return True
+
+    async def _await_taken(self, call: _PendingCall, take_timeout: float) -> None:
+        if call.taken.is_set():
+            return
+        try:
+            await asyncio.wait_for(call.taken.wait(), take_timeout)
+        except TimeoutError:
+            raise NoWorker(call.out.kind) from None
+
+    def _assign(self, call: _PendingCall) -> None:
+        capable = [s for s in self._sessions.get(call.runtime_id, ()) if s.can_serve(call.out)]
+        if not capable:
+            return
+        session = capable[next(self._rr) % len(capable)]
+        call.assigned = session
+        session.inflight.add(call.out.call_id)
+        session.outbox.put_nowait(call.out)
+        call.taken.set()
+
