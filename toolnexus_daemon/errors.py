@@ -56,3 +56,11 @@ class StoreLocked(StoreError):
 
 class FormatTooNew(StoreError):
     """A record was written by a newer format version than this daemon reads."""
+
+
+class PermissionDenied(DaemonError):
+    code = "PERMISSION_DENIED"
+
+
+class Unauthenticated(DaemonError):
+    code = "UNAUTHENTICATED"

@@ -261,18 +261,21 @@ class AgentDef:
     team: tuple[str, ...] = ()
     budget: Budget = field(default_factory=Budget)
     wait_for: bool = False
+    # extra model-request body parameters, merged over LlmConfig.request_params
+    request_params: JSON = field(default_factory=dict)
 
     def to_json(self) -> JSON:
         return {"name": self.name, "does": self.does, "model": self.model, "soul": self.soul,
                 "tools": [t.to_json() for t in self.tools], "team": list(self.team),
-                "budget": self.budget.to_json(), "wait_for": self.wait_for}
+                "budget": self.budget.to_json(), "wait_for": self.wait_for,
+                "request_params": dict(self.request_params)}
 
     @classmethod
     def from_json(cls, d: JSON) -> AgentDef:
         return cls(name=d["name"], does=d.get("does") or "", model=d.get("model") or "inherit",
                    soul=d.get("soul") or "", tools=tuple(ToolDef.from_json(t) for t in d.get("tools") or ()),
                    team=tuple(d.get("team") or ()), budget=Budget.from_json(d.get("budget")),
-                   wait_for=bool(d.get("wait_for")))
+                   wait_for=bool(d.get("wait_for")), request_params=dict(d.get("request_params") or {}))
 
 
 @dataclass(frozen=True)
@@ -284,6 +287,12 @@ class LlmConfig:
     headers: dict[str, str] = field(default_factory=dict)
     retries: int = 3
     timeout_ms: int = 60_000
+    # consume server-sent events and publish live ``text`` deltas
+    stream: bool = False
+    # merged last into every request body (never messages/tools/stream)
+    request_params: JSON = field(default_factory=dict)
+    # style anthropic: max_tokens per request; 0 = the transport's default (4096)
+    max_tokens: int = 0
 
     def to_json(self) -> JSON:
         d = asdict(self)
@@ -296,7 +305,9 @@ class LlmConfig:
         return cls(style=LlmStyle(d.get("style") or "openai"), base_url=d.get("base_url") or "",
                    model=d.get("model") or "", api_key_env=d.get("api_key_env") or "",
                    headers=dict(d.get("headers") or {}), retries=int(d.get("retries", 3)),
-                   timeout_ms=int(d.get("timeout_ms") or 60_000))
+                   timeout_ms=int(d.get("timeout_ms") or 60_000), stream=bool(d.get("stream")),
+                   request_params=dict(d.get("request_params") or {}),
+                   max_tokens=int(d.get("max_tokens") or 0))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ with status ``error`` and the message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,8 +21,12 @@ class ModelRequest:
     handle: str
     # unique within the daemon and stable across a re-issue after a crash
     call_id: str
-    # the OpenAI chat-completions body: {"model", "messages", "tools"?, "tool_choice"?}
+    # the OpenAI chat-completions body: {"model", "messages", "tools"?, "tool_choice"?, **request_params}
     body: JSON
+    # style worker: how long to wait for a connected worker to take the call
+    take_timeout_ms: int = 30_000
+    # streaming transports call this with each text delta as it arrives (live only, never stored)
+    on_text: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)

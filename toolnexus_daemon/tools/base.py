@@ -21,6 +21,8 @@ class ToolInvocation:
     tool: ToolDef
     arguments: JSON
     answer: Answer | None = None
+    # source native: how long to wait for a connected worker to take the call
+    take_timeout_ms: int = 30_000
 
 
 class ToolExecutor(Protocol):

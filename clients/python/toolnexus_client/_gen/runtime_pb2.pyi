@@ -61,7 +61,7 @@ class ToolDef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ...) -> None: ...
 
 class AgentDef(_message.Message):
-    __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for")
+    __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for", "request_params")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class AgentDef(_message.Message):
     TEAM_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_PARAMS_FIELD_NUMBER: _ClassVar[int]
     name: str
     does: str
     model: str
@@ -78,10 +79,11 @@ class AgentDef(_message.Message):
     team: _containers.RepeatedScalarFieldContainer[str]
     budget: Budget
     wait_for: bool
-    def __init__(self, name: _Optional[str] = ..., does: _Optional[str] = ..., model: _Optional[str] = ..., soul: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDef, _Mapping]]] = ..., team: _Optional[_Iterable[str]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., wait_for: _Optional[bool] = ...) -> None: ...
+    request_params: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., does: _Optional[str] = ..., model: _Optional[str] = ..., soul: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDef, _Mapping]]] = ..., team: _Optional[_Iterable[str]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., wait_for: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class LlmConfig(_message.Message):
-    __slots__ = ("style", "base_url", "model", "api_key_env", "headers", "retries", "timeout_ms")
+    __slots__ = ("style", "base_url", "model", "api_key_env", "headers", "retries", "timeout_ms", "stream", "request_params", "max_tokens")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +98,9 @@ class LlmConfig(_message.Message):
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     RETRIES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     style: str
     base_url: str
     model: str
@@ -103,7 +108,10 @@ class LlmConfig(_message.Message):
     headers: _containers.ScalarMap[str, str]
     retries: int
     timeout_ms: int
-    def __init__(self, style: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., api_key_env: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    stream: bool
+    request_params: _struct_pb2.Struct
+    max_tokens: int
+    def __init__(self, style: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., api_key_env: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., stream: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tokens: _Optional[int] = ...) -> None: ...
 
 class RuntimeOptions(_message.Message):
     __slots__ = ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms", "wait_for", "event_retention", "max_turns")
@@ -219,16 +227,18 @@ class HandleSnapshot(_message.Message):
     def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ...) -> None: ...
 
 class NewRequest(_message.Message):
-    __slots__ = ("runtime_id", "agents", "llm", "options")
+    __slots__ = ("runtime_id", "agents", "llm", "options", "runtime_key")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_KEY_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     agents: _containers.RepeatedCompositeFieldContainer[AgentDef]
     llm: LlmConfig
     options: RuntimeOptions
-    def __init__(self, runtime_id: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentDef, _Mapping]]] = ..., llm: _Optional[_Union[LlmConfig, _Mapping]] = ..., options: _Optional[_Union[RuntimeOptions, _Mapping]] = ...) -> None: ...
+    runtime_key: str
+    def __init__(self, runtime_id: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentDef, _Mapping]]] = ..., llm: _Optional[_Union[LlmConfig, _Mapping]] = ..., options: _Optional[_Union[RuntimeOptions, _Mapping]] = ..., runtime_key: _Optional[str] = ...) -> None: ...
 
 class NewResponse(_message.Message):
     __slots__ = ("runtime_id", "root", "reattached")

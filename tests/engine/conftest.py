@@ -1,0 +1,73 @@
+"""Engine fixtures: the in-memory store, a scripted model and Python-function tools — no gRPC, no HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from toolnexus_daemon.clock import SystemClock
+from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
+from toolnexus_daemon.model import JSON, LlmConfig, LlmStyle, ToolResult, ToolSource
+from toolnexus_daemon.store import MemoryStore
+from toolnexus_daemon.tools.base import ToolInvocation
+
+Script = Callable[[JSON], JSON]
+
+
+@dataclass
+class ScriptedModel:
+    """A ModelTransport answering from a function of the request body; records every body."""
+
+    script: Script
+    bodies: list[JSON] = field(default_factory=list)
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.bodies.append(request.body)
+        await asyncio.sleep(0)
+        return reply_from_openai(self.script(request.body))
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class FunctionTools:
+    """A ToolExecutor running Python functions ``fn(args, invocation) -> ToolResult``; logs each call."""
+
+    functions: dict[str, Callable[[JSON, ToolInvocation], ToolResult | Awaitable[ToolResult]]] = field(
+        default_factory=dict)
+    ledger: list[ToolInvocation] = field(default_factory=list)
+
+    async def invoke(self, inv: ToolInvocation) -> ToolResult:
+        self.ledger.append(inv)
+        await asyncio.sleep(0)
+        result = self.functions[inv.tool.name](inv.arguments, inv)
+        return await result if inspect.isawaitable(result) else result
+
+
+@dataclass
+class Bench:
+    engine: Engine
+    model: ScriptedModel
+    tools: FunctionTools
+    store: MemoryStore
+
+
+LLM = LlmConfig(style=LlmStyle.WORKER, model="scripted")
+
+
+@pytest.fixture
+async def bench() -> AsyncIterator[Bench]:
+    model = ScriptedModel(script=lambda body: {})
+    tools = FunctionTools()
+    store = MemoryStore()
+    engine = Engine(store, clock=SystemClock(), model_for=lambda llm: model,
+                    executors={ToolSource.NATIVE: tools})
+    await engine.start()
+    yield Bench(engine, model, tools, store)
+    await engine.stop()

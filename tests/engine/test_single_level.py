@@ -1,0 +1,123 @@
+"""The single-level loop, durable suspension and resume on the in-memory store (DESIGN §4)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolnexus_daemon.devtools import mock_model
+from toolnexus_daemon.errors import FailedPrecondition, InvalidArgument, NotFound
+from toolnexus_daemon.model import (
+    AgentDef, Answer, EventType, HandleState, Request, RuntimeOptions, Status, ToolDef, ToolResult,
+)
+from toolnexus_daemon.tools.base import ToolInvocation
+
+from .conftest import LLM, Bench
+
+SECRET = AgentDef(name="secret", does="does secret things", tools=(ToolDef(name="secret_action"),))
+
+
+def secret_action(args: dict, inv: ToolInvocation) -> ToolResult:  # type: ignore[type-arg]
+    """Suspends with an authorization request until answered (the reference scenario tool)."""
+    if inv.answer is None:
+        return ToolResult(output="", pending=Request(id="", kind="authorization", prompt="approve?"))
+    return ToolResult(output="action performed")
+
+
+async def _suspended(bench: Bench) -> tuple[object, str, str]:
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    out = await bench.engine.new("rt1", [SECRET], LLM, RuntimeOptions())
+    rt = bench.engine.runtime(out.runtime_id)
+    h = await rt.spawn("root", "secret")
+    await rt.wake(h.id, "do it")
+    result = await rt.wait(h.id, 5000)
+    assert result.status is Status.PENDING and result.pending is not None
+    return rt, h.id, result.pending.id
+
+
+async def test_suspend_then_resume_ok_performs_the_action(bench: Bench) -> None:
+    """An ok answer re-invokes the suspended call with the answer; the model then answers."""
+    rt, hid, req_id = await _suspended(bench)
+    snap = rt.snapshot(hid)  # type: ignore[attr-defined]
+    assert snap.state is HandleState.SUSPENDED and snap.pending.kind == "authorization"
+    assert snap.pending.data == {"path": ["root", hid]}
+    before = snap.usage.total_tokens
+    out = await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    assert out.handle == hid and out.result.status is Status.DONE and not out.duplicate
+    assert out.result.text == "action performed"
+    snap = rt.snapshot(hid)  # type: ignore[attr-defined]
+    assert snap.state is HandleState.IDLE and snap.usage.total_tokens > before and snap.turns_total >= 2
+    assert len(bench.model.bodies) == 2, "resume continues from the checkpoint, not a fresh model call"
+    assert [inv.answer for inv in bench.tools.ledger] == [None, Answer(id=req_id, ok=True)]
+
+
+async def test_decline_is_fed_back_as_declined_expired(bench: Bench) -> None:
+    rt, hid, req_id = await _suspended(bench)
+    out = await rt.resume(Answer(id=req_id, ok=False, reason="not authorized"))  # type: ignore[attr-defined]
+    assert out.result.status is Status.DONE and not out.result.is_error
+    assert out.result.text == "declined/expired: approve?"
+    assert bench.tools.ledger[-1].answer is None, "a declined call is invoked fresh"
+
+
+async def test_answers_are_routed_by_id(bench: Bench) -> None:
+    rt, hid, req_id = await _suspended(bench)
+    with pytest.raises(NotFound, match="no request"):
+        await rt.resume(Answer(id="nope", ok=True))  # type: ignore[attr-defined]
+    with pytest.raises(InvalidArgument):
+        await rt.resume(Answer(id="", ok=True))  # type: ignore[attr-defined]
+    with pytest.raises(FailedPrecondition, match=req_id):
+        await rt.wake(hid, "again")  # type: ignore[attr-defined]
+    first = await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    calls = len(bench.tools.ledger)
+    again = await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    assert again.duplicate and again.result == first.result and len(bench.tools.ledger) == calls
+    with pytest.raises(FailedPrecondition, match="already answered"):
+        await rt.resume(Answer(id=req_id, ok=False))  # type: ignore[attr-defined]
+
+
+async def test_events_trace_the_durable_suspension(bench: Bench) -> None:
+    rt, hid, req_id = await _suspended(bench)
+    await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    events = bench.store.events("rt1", 0, 1000)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    notes = [e.note for e in events if e.type is EventType.TRANSITION]
+    assert notes == [
+        f"{hid}: idle→running (wake)",
+        f'{hid}: running→suspended DURABLE (pending "authorization", path preserved)',
+        f"{hid}: suspended→idle (Answer accepted, checkpoint restored)",
+        f"{hid}: idle→running (resume)",
+        f"{hid}: running→idle (done, turns=2, tokens=8)",
+    ]
+    pending = [e for e in events if e.type is EventType.PENDING]
+    assert len(pending) == 1 and pending[0].pending is not None and pending[0].pending.id == req_id
+
+
+async def test_transcript_commits_only_completed_turns(bench: Bench) -> None:
+    rt, hid, req_id = await _suspended(bench)
+    h = rt.snapshot(hid)  # type: ignore[attr-defined]
+    assert h.committed_len == 0, "nothing of a suspended turn is in the transcript"
+    await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    roles = [m["role"] for m in bench.store.messages("rt1", hid, 0, h.committed_len)]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_wait_timeout_leaves_the_handle_running(bench: Bench) -> None:
+    gate = asyncio.Event()
+
+    async def slow(args: dict, inv: ToolInvocation) -> ToolResult:  # type: ignore[type-arg]
+        await gate.wait()
+        return ToolResult(output="late")
+
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = slow
+    rt = bench.engine.runtime((await bench.engine.new("rt2", [SECRET], LLM, RuntimeOptions())).runtime_id)
+    h = await rt.spawn("root", "secret")
+    await rt.wake(h.id, "go")
+    result = await rt.wait(h.id, 50)
+    assert result.status is Status.TIMEOUT and result.text == "wait timeout after 50ms (child still running)"
+    assert rt.snapshot(h.id).state is HandleState.RUNNING
+    gate.set()
+    final = await rt.wait(h.id, 5000)
+    assert final.status is Status.DONE and final.text == "late"

@@ -1,0 +1,59 @@
+"""One state change of a runtime: the records, messages and events that commit together.
+
+The engine mutates handles in memory, describes what it touched in a
+``Change``, and the runtime turns it into one store ``Batch`` — handles are
+serialised at commit time, events get their seq under the commit lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import JSON, EventType, Request, TaskResult
+from .checkpoint import Checkpoint
+from .handle import Handle
+
+
+@dataclass
+class EventSpec:
+    handle: str
+    type: EventType
+    note: str = ""
+    from_state: str = ""
+    to_state: str = ""
+    pending: Request | None = None
+    result: TaskResult | None = None
+    data: JSON | None = None
+
+
+@dataclass
+class Change:
+    handles: dict[str, Handle] = field(default_factory=dict)
+    messages: list[tuple[str, int, JSON]] = field(default_factory=list)
+    truncate: list[tuple[str, int]] = field(default_factory=list)
+    checkpoints: dict[str, Checkpoint | None] = field(default_factory=dict)
+    requests: dict[str, JSON | None] = field(default_factory=dict)
+    events: list[EventSpec] = field(default_factory=list)
+    runtime: bool = False
+
+    def save(self, *handles: Handle) -> Change:
+        for h in handles:
+            self.handles[h.id] = h
+        return self
+
+    def event(self, h: Handle, type_: EventType, note: str = "", **kw: object) -> Change:
+        self.events.append(EventSpec(h.id, type_, note, **kw))  # type: ignore[arg-type]
+        return self
+
+    def transition(self, h: Handle, from_state: str, to_state: str, note: str) -> Change:
+        self.events.append(EventSpec(h.id, EventType.TRANSITION, note, from_state=from_state,
+                                     to_state=to_state))
+        return self
+
+    def message(self, h: Handle, index: int, message: JSON) -> Change:
+        self.messages.append((h.id, index, message))
+        return self
+
+    def checkpoint(self, h: Handle, cp: Checkpoint | None) -> Change:
+        self.checkpoints[h.id] = cp
+        return self

@@ -1,0 +1,109 @@
+"""The step checkpoint of a handle's open turn (DESIGN §1 point 1, §4 Resume).
+
+A checkpoint exists while a turn is open (``running`` or ``suspended``). It
+records where the turn stands: its input, how many model round trips it has
+made, and — once the model asked for tools — the step: the model's message
+(by log index), each call with its stable ``call_id``, and every result
+received so far. Resume and crash recovery continue from it; nothing is asked
+of the model twice and no completed call runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from ..model import JSON, Answer, InboxItem, ToolResult
+
+
+@dataclass
+class Call:
+    tool_call_id: str  # the model's own id (models reuse them; never a routing key)
+    name: str
+    arguments: JSON
+    call_id: str  # unique in the daemon, stable across redelivery
+    raw_arguments: str = ""  # the model's text when it was not valid JSON
+
+    def to_json(self) -> JSON:
+        d: JSON = {"tool_call_id": self.tool_call_id, "name": self.name, "arguments": self.arguments,
+                   "call_id": self.call_id}
+        if self.raw_arguments:
+            d["raw_arguments"] = self.raw_arguments
+        return d
+
+    @classmethod
+    def from_json(cls, d: JSON) -> Call:
+        return cls(d["tool_call_id"], d["name"], d.get("arguments") or {}, d["call_id"],
+                   d.get("raw_arguments") or "")
+
+
+@dataclass
+class Step:
+    number: int  # the handle's turns_total when the model asked for these calls
+    assistant_index: int
+    calls: list[Call]
+    results: dict[int, ToolResult] = field(default_factory=dict)
+    attempts: dict[int, int] = field(default_factory=dict)
+    pending_idx: int | None = None
+
+    def call_id(self, base: str, idx: int) -> str:
+        attempt = self.attempts.get(idx, 0)
+        return f"{base}/s{self.number}c{idx}" + (f"a{attempt}" if attempt else "")
+
+    def open_calls(self) -> list[int]:
+        """Calls with no result yet, or whose last result suspended (they run again)."""
+        return [i for i in range(len(self.calls))
+                if i not in self.results or self.results[i].pending is not None]
+
+    def first_pending(self) -> int | None:
+        for i in range(len(self.calls)):
+            result = self.results.get(i)
+            if result is not None and result.pending is not None:
+                return i
+        return None
+
+    def to_json(self) -> JSON:
+        return {"number": self.number, "assistant_index": self.assistant_index,
+                "calls": [c.to_json() for c in self.calls],
+                "results": {str(i): r.to_json() for i, r in self.results.items()},
+                "attempts": {str(i): n for i, n in self.attempts.items()},
+                "pending_idx": self.pending_idx}
+
+    @classmethod
+    def from_json(cls, d: JSON) -> Step:
+        return cls(number=int(d["number"]), assistant_index=int(d["assistant_index"]),
+                   calls=[Call.from_json(c) for c in d["calls"]],
+                   results={int(i): ToolResult.from_json(r) for i, r in (d.get("results") or {}).items()},
+                   attempts={int(i): int(n) for i, n in (d.get("attempts") or {}).items()},
+                   pending_idx=d.get("pending_idx"))
+
+
+@dataclass
+class Checkpoint:
+    input: str
+    turn_start: int  # log index of this turn's user message
+    drained: list[InboxItem] = field(default_factory=list)
+    turns: int = 0  # model round trips in this wake
+    tokens: int = 0  # tokens spent by this wake
+    step: Step | None = None
+    answer: Answer | None = None  # an accepted Answer not yet applied to step.pending_idx
+
+    def to_json(self) -> JSON:
+        return {"input": self.input, "turn_start": self.turn_start,
+                "drained": [i.to_json() for i in self.drained], "turns": self.turns,
+                "tokens": self.tokens, "step": self.step.to_json() if self.step else None,
+                "answer": self.answer.to_json() if self.answer else None}
+
+    @classmethod
+    def from_json(cls, d: JSON) -> Checkpoint:
+        return cls(input=d.get("input") or "", turn_start=int(d["turn_start"]),
+                   drained=[InboxItem.from_json(i) for i in d.get("drained") or []],
+                   turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
+                   step=Step.from_json(d["step"]) if d.get("step") else None,
+                   answer=Answer.from_json(d["answer"]) if d.get("answer") else None)
+
+
+def request_id_for(call_base: str) -> str:
+    """The id given to a suspension that named none: stable across re-invocations of
+    the same call, so a repeated suspension is recognised as the same request."""
+    return "req-" + hashlib.sha1(call_base.encode()).hexdigest()[:16]

@@ -1,0 +1,146 @@
+"""The engine: every runtime of the daemon, their creation, reattachment, recovery and shutdown.
+
+The API layer talks to this module and to ``Runtime``; nothing here knows
+gRPC. Model transports are built per runtime by the ``model_for`` factory the
+composition root supplies (so ``openai``/``anthropic`` over httpx and
+``worker`` over the hub stay outside the engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..clock import Clock
+from ..errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ..llm.base import ModelTransport
+from ..model import ROOT_ID, AgentDef, LlmConfig, RuntimeOptions, ToolSource
+from ..store.base import Batch, Store
+from ..tools.base import ToolExecutor
+from .registry import validate, validate_runtime_id
+from .runtime import Runtime, RuntimeDeps
+
+log = logging.getLogger("toolnexus_daemon.engine")
+
+ModelFactory = Callable[[LlmConfig], ModelTransport]
+
+
+@dataclass(frozen=True)
+class NewOutcome:
+    runtime_id: str
+    root: str
+    reattached: bool
+
+
+class Engine:
+    """Owns the runtimes; one per daemon."""
+
+    def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
+                 executors: Mapping[ToolSource, ToolExecutor]) -> None:
+        self.store = store
+        self.clock = clock
+        self._model_for = model_for
+        self._executors = executors
+        self._runtimes: dict[str, Runtime] = {}
+        self._creating = asyncio.Lock()
+        self.stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> int:
+        """Load every stored runtime and continue the handles that were running; returns that count."""
+        recovered = 0
+        for rid in self.store.runtime_ids():
+            rec = self.store.get_runtime(rid)
+            if rec is None:
+                continue
+            rt = self._build(rid, rec)
+            rt.load_handles()
+            self._runtimes[rid] = rt
+            recovered += rt.recover()
+        return recovered
+
+    async def stop(self) -> None:
+        """Stop running turns without changing their state (they continue on the next start)."""
+        self.stopping = True
+        for rt in list(self._runtimes.values()):
+            await rt.stop_tasks()
+            rt.bus.close()
+        for rt in list(self._runtimes.values()):
+            await rt.deps.model.aclose()
+
+    def _build(self, rid: str, rec: dict) -> Runtime:  # type: ignore[type-arg]
+        agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
+        llm = LlmConfig.from_json(rec.get("llm"))
+        options = RuntimeOptions.from_json(rec.get("options"))
+        deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
+                           executors=self._executors)
+        return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
+                       key_digest=str(rec.get("key_digest") or ""))
+
+    # ------------------------------------------------------------------ verbs
+
+    async def new(self, runtime_id: str, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
+                  runtime_key: str = "") -> NewOutcome:
+        """Create a runtime, or reattach to ``runtime_id`` (registry replaced, handles kept)."""
+        if self.stopping:
+            raise FailedPrecondition("the daemon is shutting down")
+        if runtime_id:
+            validate_runtime_id(runtime_id)
+        validate(agents, llm, options)
+        async with self._creating:
+            existing = self._runtimes.get(runtime_id) if runtime_id else None
+            if existing is not None:
+                self.check_key(existing, runtime_key)
+                old_model = existing.deps.model
+                existing.replace_registry(agents, llm, options, self._model_for(llm))
+                await existing.commit_record()
+                await old_model.aclose()
+                return NewOutcome(existing.id, ROOT_ID, True)
+            rid = runtime_id or "rt-" + secrets.token_hex(8)
+            deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
+                               executors=self._executors)
+            rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
+                         key_digest=_digest(runtime_key) if runtime_key else "")
+            await rt.create_root()
+            self._runtimes[rid] = rt
+            return NewOutcome(rid, ROOT_ID, False)
+
+    def runtime(self, runtime_id: str) -> Runtime:
+        """The runtime named ``runtime_id``; INVALID_ARGUMENT if empty, NOT_FOUND if unknown."""
+        if not runtime_id:
+            raise InvalidArgument("runtime_id is required (the id New returned)")
+        rt = self._runtimes.get(runtime_id)
+        if rt is None:
+            raise NotFound(f'unknown runtime "{runtime_id[:128]}"; create it with New')
+        return rt
+
+    def runtimes(self) -> list[Runtime]:
+        return list(self._runtimes.values())
+
+    @staticmethod
+    def check_key(rt: Runtime, presented: str) -> None:
+        """PERMISSION_DENIED unless ``presented`` matches the runtime's secret (when it has one)."""
+        if rt.key_digest and not hmac.compare_digest(rt.key_digest, _digest(presented)):
+            raise PermissionDenied(
+                f'runtime "{rt.id}" is protected by a runtime key; send it as x-toolnexus-runtime-key')
+
+    async def shutdown_runtime(self, runtime_id: str, purge: bool) -> None:
+        """Close every handle leaf-first; with ``purge`` delete the runtime's records too."""
+        rt = self.runtime(runtime_id)
+        await rt.shutdown()
+        if purge:
+            await rt.stop_tasks()
+            rt.bus.close()
+            await self.store.commit(Batch(purge=[rt.id]))
+            self._runtimes.pop(rt.id, None)
+            await rt.deps.model.aclose()
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()

@@ -1,0 +1,85 @@
+"""A handle: the durable record of one agent instance plus its in-memory companions.
+
+``Handle`` is what the store keeps (``to_json``); waiters and the running turn
+task live beside it and are never persisted. The conversation log of a handle
+is stored per message: ``committed_len`` messages are its committed transcript,
+the messages from there to ``log_len`` belong to the open turn (uncommitted
+until the turn completes; dropped if it is abandoned).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..model import JSON, Budget, HandleState, InboxItem, Request, Status, TaskResult, Usage
+from .checkpoint import Checkpoint
+
+
+@dataclass(eq=False)
+class Handle:
+    id: str
+    agent: str
+    parent: str | None
+    depth: int
+    state: HandleState = HandleState.IDLE
+    children: list[str] = field(default_factory=list)
+    task_key: str = ""
+    last_result: TaskResult | None = None
+    usage: Usage = field(default_factory=Usage)
+    own_usage: Usage = field(default_factory=Usage)
+    turns_total: int = 0
+    pending: Request | None = None
+    inbox: list[InboxItem] = field(default_factory=list)
+    spawn_count: int = 0
+    committed_len: int = 0
+    log_len: int = 0
+    budget: Budget = field(default_factory=Budget)
+    spawned_at: float = 0.0
+    # kept in its own table, loaded with the handle
+    cp: Checkpoint | None = field(default=None, repr=False)
+    # not persisted
+    waiters: list[asyncio.Future[TaskResult]] = field(default_factory=list, repr=False)
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def to_json(self) -> JSON:
+        return {
+            "id": self.id, "agent": self.agent, "parent": self.parent, "depth": self.depth,
+            "state": str(self.state), "children": list(self.children), "task_key": self.task_key,
+            "last_result": self.last_result.to_json() if self.last_result else None,
+            "usage": self.usage.to_json(), "own_usage": self.own_usage.to_json(),
+            "turns_total": self.turns_total,
+            "pending": self.pending.to_json() if self.pending else None,
+            "inbox": [i.to_json() for i in self.inbox], "spawn_count": self.spawn_count,
+            "committed_len": self.committed_len, "log_len": self.log_len,
+            "budget": self.budget.to_json(), "spawned_at": self.spawned_at,
+        }
+
+    @classmethod
+    def from_json(cls, d: JSON) -> Handle:
+        return cls(
+            id=d["id"], agent=d.get("agent") or "", parent=d.get("parent"), depth=int(d.get("depth") or 0),
+            state=HandleState(d["state"]), children=list(d.get("children") or []),
+            task_key=d.get("task_key") or "",
+            last_result=TaskResult.from_json(d["last_result"]) if d.get("last_result") else None,
+            usage=Usage.from_json(d.get("usage")), own_usage=Usage.from_json(d.get("own_usage")),
+            turns_total=int(d.get("turns_total") or 0),
+            pending=Request.from_json(d["pending"]) if d.get("pending") else None,
+            inbox=[InboxItem.from_json(i) for i in d.get("inbox") or []],
+            spawn_count=int(d.get("spawn_count") or 0), committed_len=int(d.get("committed_len") or 0),
+            log_len=int(d.get("log_len") or 0), budget=Budget.from_json(d.get("budget")),
+            spawned_at=float(d.get("spawned_at") or 0.0),
+        )
+
+    def result(self, status: Status, text: str, *, is_error: bool | None = None,
+               pending: Request | None = None, limit: str | None = None) -> TaskResult:
+        """A TaskResult carrying this handle's cumulative turns and tree tokens."""
+        err = status not in (Status.DONE, Status.PENDING) if is_error is None else is_error
+        return TaskResult(status=status, text=text, is_error=err, pending=pending,
+                          turns=self.turns_total, total_tokens=self.usage.total_tokens, limit=limit)
+
+    def settle_waiters(self, result: TaskResult) -> None:
+        waiters, self.waiters = self.waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(result)

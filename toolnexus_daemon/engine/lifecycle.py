@@ -1,0 +1,138 @@
+"""Ending turns from outside: Interrupt, Close and runtime Shutdown (DESIGN §3).
+
+An interrupted turn is abandoned whole: its open messages are dropped, its
+drained inbox items go back to the inbox, and its checkpoint is deleted, so
+nothing half-done leaks into the transcript. A suspended handle's pending
+request is cancelled along the whole chain that waits on it (the leaf and
+the ancestors suspended on the same request), so no parent is left waiting on
+an answer that can no longer come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from ..errors import FailedPrecondition
+from ..model import ROOT_ID, EventType, HandleState, Status
+from . import notes
+from .change import Change
+from .handle import Handle
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+async def interrupt(rt: Runtime, h: Handle) -> None:
+    """Abort ``h``'s running turn, or cancel its pending request; FAILED_PRECONDITION otherwise."""
+    if h.state is HandleState.RUNNING:
+        await _stop_turn(rt, h)
+        await _abandon(rt, h, "running", notes.interrupted(h.id), Status.INTERRUPTED)
+    elif h.state is HandleState.SUSPENDED:
+        for member in _pending_chain(rt, h):
+            kind = member.pending.kind if member.pending else ""
+            await _abandon(rt, member, "suspended", notes.pending_cancelled(member.id, kind),
+                           Status.INTERRUPTED)
+    else:
+        raise FailedPrecondition(f'handle "{h.id}" is {h.state}; only a running or suspended handle '
+                                 "can be interrupted")
+
+
+async def close(rt: Runtime, h: Handle, reason: str, *, keep_result: bool = False) -> None:
+    """Close ``h`` and its subtree, leaf first; a running turn gets the close grace first.
+
+    ``keep_result`` keeps ``h``'s settled result as its last result (a ``task`` child, whose
+    recorded result a reattaching parent must still find)."""
+    for member in reversed(rt.preorder(h.id)):
+        await _close_one(rt, member, reason, keep_result and member is h)
+
+
+async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = False) -> None:
+    if h.state is HandleState.CLOSED:
+        return
+    if h.state is HandleState.RUNNING:
+        await _grace(rt, h)
+    prior = str(h.state)
+    if h.state is not HandleState.IDLE:
+        await _stop_turn(rt, h)
+        keep_result = False
+    result = h.result(Status.CLOSED, f"closed ({reason})")
+    change = _drop_turn(rt, h)
+    h.state = HandleState.CLOSED
+    if not (keep_result and h.last_result is not None):
+        h.last_result = result
+    note = notes.closed(h.id, prior, reason)
+    change.save(h).transition(h, prior, "closed", note)
+    change.event(h, EventType.CLOSED, note, result=result)
+    await rt.commit(change)
+    h.settle_waiters(result)
+
+
+async def _grace(rt: Runtime, h: Handle) -> None:
+    """Let a running turn finish within the runtime's close grace."""
+    if h.task is None or h.task.done():
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(h.task), rt.options.close_grace_ms / 1000)
+
+
+async def _stop_turn(rt: Runtime, h: Handle) -> None:
+    task = h.task
+    if task is not None and not task.done() and task is not asyncio.current_task():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    h.task = None
+
+
+def _drop_turn(rt: Runtime, h: Handle) -> Change:
+    """Forget the open turn of ``h``: messages past the transcript, the checkpoint, the pending."""
+    change = Change()
+    cp = h.cp
+    if cp is not None:
+        h.inbox[0:0] = cp.drained
+        change.truncate.append((h.id, cp.turn_start))
+        h.log_len = h.committed_len = cp.turn_start
+        change.checkpoint(h, None)
+    if h.pending is not None:
+        _cancel_request(rt, h, change)
+    h.cp = None
+    h.pending = None
+    return change
+
+
+def _cancel_request(rt: Runtime, h: Handle, change: Change) -> None:
+    assert h.pending is not None
+    entry = change.requests.get(h.pending.id) or rt.deps.store.get_request(rt.id, h.pending.id)
+    if not entry:
+        return
+    handles = dict(entry.get("handles") or {})
+    if h.id in handles:
+        handles[h.id] = {"state": "cancelled"}
+        change.requests[h.pending.id] = {"request": entry["request"], "handles": handles}
+
+
+async def _abandon(rt: Runtime, h: Handle, prior: str, note: str, status: Status) -> None:
+    change = _drop_turn(rt, h)
+    result = h.result(status, "interrupted")
+    h.state = HandleState.IDLE
+    h.last_result = result
+    change.save(h).transition(h, prior, "idle", note)
+    change.event(h, EventType.RESULT, note, result=result)
+    await rt.commit(change)
+    h.settle_waiters(result)
+
+
+def _pending_chain(rt: Runtime, h: Handle) -> list[Handle]:
+    """Every handle suspended on ``h``'s request in ``h``'s line (descendants and ancestors), leaf first."""
+    assert h.pending is not None
+    rid = h.pending.id
+    line = [*rt.preorder(h.id)][::-1] + rt.ancestors(h)
+    return [m for m in line if m.state is HandleState.SUSPENDED and m.pending is not None
+            and m.pending.id == rid]
+
+
+async def shutdown(rt: Runtime) -> None:
+    """Close every handle of the runtime leaf-first, the root last."""
+    await close(rt, rt.handle(ROOT_ID), "shutdown")

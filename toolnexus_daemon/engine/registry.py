@@ -1,0 +1,79 @@
+"""Validation of a runtime's registry, LLM config and options.
+
+``New`` must name every problem at once (DESIGN §3), so each check appends to
+a list instead of raising at the first one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..errors import InvalidArgument
+from ..model import AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolSource
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+RUNTIME_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+TASK_TOOL = "task"
+SUPPORTED_STYLES = {LlmStyle.OPENAI, LlmStyle.WORKER}
+
+
+def validate(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions) -> None:
+    """Raise InvalidArgument naming every problem of the registry, or return."""
+    problems: list[str] = []
+    if not agents:
+        problems.append("the registry has no agents")
+    names = [a.name for a in agents]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f'agent name "{dup}" is used more than once')
+    for agent in agents:
+        problems += _agent_problems(agent, set(names), llm)
+    problems += _llm_problems(llm)
+    for name in ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms",
+                 "event_retention", "max_turns"):
+        if getattr(options, name) < 0:
+            problems.append(f"options.{name} must not be negative")
+    if problems:
+        numbered = "; ".join(f"{i}) {p}" for i, p in enumerate(problems, 1))
+        raise InvalidArgument(f"invalid registry: {numbered}")
+
+
+def _agent_problems(agent: AgentDef, known: set[str], llm: LlmConfig) -> list[str]:
+    if not NAME_RE.match(agent.name):
+        return [f'agent name "{agent.name}" must be 1-64 letters, digits, "_" or "-"']
+    out: list[str] = []
+    where = f'agent "{agent.name}"'
+    for member in agent.team:
+        if member not in known:
+            out.append(f'{where}: team names unknown agent "{member}"')
+    tool_names = [t.name for t in agent.tools]
+    for dup in sorted({n for n in tool_names if tool_names.count(n) > 1}):
+        out.append(f'{where}: tool "{dup}" is defined more than once')
+    for tool in agent.tools:
+        if not tool.name:
+            out.append(f"{where}: a tool has no name")
+        elif tool.name == TASK_TOOL and agent.team:
+            out.append(f'{where}: tool name "task" is reserved for delegation to the team')
+        if tool.source in (ToolSource.WEBHOOK, ToolSource.HTTP) and not (tool.http and tool.http.url):
+            out.append(f'{where}: tool "{tool.name}" has source {tool.source} but no http.url')
+    if agent.model in ("", "inherit") and not llm.model and llm.style is not LlmStyle.WORKER:
+        out.append(f'{where}: model "inherit" but llm.model is empty')
+    for field_name in ("max_turns", "max_tokens", "max_tool_calls", "max_wall_ms", "max_children",
+                       "max_concurrent", "max_depth"):
+        if getattr(agent.budget, field_name) < 0:
+            out.append(f"{where}: budget.{field_name} must not be negative")
+    return out
+
+
+def _llm_problems(llm: LlmConfig) -> list[str]:
+    if llm.style not in SUPPORTED_STYLES:
+        return [f'llm.style "{llm.style}" is not supported by this daemon (use openai or worker)']
+    if llm.style is LlmStyle.OPENAI and not llm.base_url.startswith(("http://", "https://")):
+        return [f'llm.base_url "{llm.base_url}" must be an http:// or https:// URL for style openai']
+    return []
+
+
+def validate_runtime_id(runtime_id: str) -> None:
+    if not RUNTIME_ID_RE.match(runtime_id):
+        raise InvalidArgument(
+            f'runtime_id "{runtime_id[:80]}" must be 1-128 letters, digits, ".", "_" or "-"')

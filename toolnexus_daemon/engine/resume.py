@@ -1,0 +1,120 @@
+"""Routing and accepting an Answer (DESIGN §1 point 2, §4 Resume).
+
+An answer is routed by ``answer.id`` through the request index to the leaf
+that suspended — never to "whatever is suspended". Accepting it is one
+commit: the index entry is marked answered, the leaf and every ancestor
+suspended on the same request go ``suspended→idle→running`` with the answer
+in their checkpoints, and their turns are launched together. Each ancestor's
+``task`` call then reattaches to its child by task key and waits for it, so
+the cascade needs no scheduler of its own — and a crash mid-cascade simply
+relaunches the running handles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..clock import parse_rfc3339
+from ..errors import FailedPrecondition, InvalidArgument, NotFound
+from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
+from . import notes
+from .change import Change
+from .handle import Handle
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+@dataclass(frozen=True)
+class ResumeOutcome:
+    handle: str  # the top-most handle the cascade reached
+    result: TaskResult | None  # its settled result (None with no_wait)
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What ``accept`` decided: the handles to run (leaf first) or a duplicate to report."""
+
+    chain: list[Handle]
+    duplicate: bool
+
+
+def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Change | None]:
+    """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller."""
+    if not answer.id:
+        raise InvalidArgument("answer.id is required (the id of the pending Request)")
+    entry = rt.deps.store.get_request(rt.id, answer.id)
+    if not entry:
+        raise NotFound(f'no request "{answer.id}" in runtime "{rt.id}" (unknown or already cancelled)')
+    handles: dict[str, JSON] = dict(entry.get("handles") or {})
+    pending = [hid for hid, st in handles.items() if st.get("state") == "pending"]
+    target = _pick(rt, answer.id, pending, handle_id)
+    if target is None:
+        return _duplicate_or_refuse(rt, answer, handles, handle_id), None
+    leaf = rt.handle(target)
+    request = Request.from_json(entry["request"])
+    effective = _expired_as_decline(rt, answer, request)
+    chain = [leaf] + [a for a in rt.ancestors(leaf) if _suspended_on(a, answer.id)]
+    handles[target] = {"state": "answered", "answer": answer.to_json()}
+    change = Change()
+    change.requests[answer.id] = {"request": entry["request"], "handles": handles}
+    for h in chain:
+        _restart(h, effective, change, cascade=h is not leaf)
+    return Accepted(chain=chain, duplicate=False), change
+
+
+def _pick(rt: Runtime, req_id: str, pending: list[str], handle_id: str) -> str | None:
+    """The leaf to answer: the only pending one, or the one ``handle_id`` names (or sits above)."""
+    if handle_id:
+        rt.handle(handle_id)
+        mine = [hid for hid in pending if hid == handle_id or hid.startswith(handle_id + "/")]
+        if len(mine) > 1:
+            raise FailedPrecondition(f'request "{req_id}" is pending on several handles below "{handle_id}" '
+                                     f'({", ".join(mine)}); name the one to resume')
+        return mine[0] if mine else None
+    if len(pending) > 1:
+        raise FailedPrecondition(f'request "{req_id}" is pending on several handles ({", ".join(pending)}); '
+                                 "set ResumeRequest.handle to choose one")
+    return pending[0] if pending else None
+
+
+def _duplicate_or_refuse(rt: Runtime, answer: Answer, handles: dict[str, JSON], handle_id: str) -> Accepted:
+    """No pending handle is left: the same answer again is a no-op; another one is refused."""
+    for hid, st in handles.items():
+        if handle_id and not (hid == handle_id or hid.startswith(handle_id + "/")):
+            continue
+        given = st.get("answer")
+        if given is not None and Answer.from_json(given) == answer:
+            return Accepted(chain=[rt.handle(hid)], duplicate=True)
+    state = next(iter(handles.values()), {}).get("state", "answered")
+    raise FailedPrecondition(
+        f'request "{answer.id}" was already {state}; a different answer cannot replace it')
+
+
+def _expired_as_decline(rt: Runtime, answer: Answer, request: Request) -> Answer:
+    """An answer after ``expires_at`` is a decline with reason ``expired``."""
+    deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
+    if deadline is not None and rt.deps.clock.now() > deadline:
+        return Answer(answer.id, ok=False, data=answer.data, reason="expired")
+    return answer
+
+
+def _suspended_on(h: Handle, request_id: str) -> bool:
+    return h.state is HandleState.SUSPENDED and h.pending is not None and h.pending.id == request_id
+
+
+def _restart(h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
+    """``suspended→idle→running`` with the answer waiting in the checkpoint."""
+    assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"
+    h.cp.answer = answer
+    h.pending = None
+    h.state = HandleState.RUNNING
+    change.save(h).checkpoint(h, h.cp)
+    note = notes.resume_at_checkpoint(h.id, answer.ok, h.turns_total)
+    change.event(h, EventType.RESUMED, note, data={"request_id": answer.id, "ok": answer.ok})
+    if cascade:
+        change.event(h, EventType.REATTACH, notes.cascade(h.id))
+    change.transition(h, "suspended", "idle", notes.answer_accepted(h.id))
+    change.transition(h, "idle", "running", notes.running_again(h.id))

@@ -1,0 +1,301 @@
+"""The turn loop of one handle: model call, tool calls, checkpoint, repeat (DESIGN §4).
+
+The loop is driven by the handle's checkpoint, which is why a resumed or
+recovered turn simply runs it again: with no open step it asks the model;
+with an open step it runs the calls that have no result yet (applying an
+accepted Answer to the suspended one) and goes on. Every model reply and
+every tool result is committed before the next action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from ..llm.base import ModelError, ModelReply, ModelRequest
+from ..model import JSON, Answer, EventType, HandleState, Request, Status, ToolResult
+from ..tools.base import ToolInvocation
+from . import notes
+from .change import Change
+from .checkpoint import Call, Checkpoint, Step, request_id_for
+from .handle import Handle
+from .suspend import TASK_TOOL, suspend_durably
+from .task import tool_payload as task_tool_payload
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger("toolnexus_daemon.engine")
+
+# body keys the loop owns; request_params never override them
+RESERVED_PARAMS = frozenset({"messages", "tools", "stream", "model"})
+
+
+async def run_turn(rt: Runtime, h: Handle) -> None:
+    """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``."""
+    try:
+        while h.state is HandleState.RUNNING and h.cp is not None:
+            cp = h.cp
+            if cp.step is None:
+                if cp.turns >= rt.max_turns(h):
+                    await _settle_incomplete(rt, h, cp)
+                    return
+                reply = await _ask_model(rt, h, cp)
+                await _record_reply(rt, h, cp, reply)
+            else:
+                await _run_step(rt, h, cp, cp.step)
+                if await _maybe_suspend(rt, h, cp, cp.step):
+                    return
+                await _close_step(rt, h, cp, cp.step)
+    except asyncio.CancelledError:
+        raise
+    except ModelError as exc:
+        await _settle_error(rt, h, str(exc))
+    except StoreError as exc:
+        log.error("commit failed; handle stays as last committed", extra={"runtime": rt.id, "handle": h.id,
+                                                                          "error": str(exc)})
+        h.settle_waiters(h.result(Status.ERROR, f"store error: {exc}"))
+    except Exception as exc:  # a bug: settle loudly instead of leaving the handle running forever
+        log.exception("turn crashed", extra={"runtime": rt.id, "handle": h.id})
+        await _settle_error(rt, h, f"internal error: {type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------- model
+
+
+def _tools_payload(rt: Runtime, h: Handle) -> list[JSON]:
+    agent = rt.agent_of(h)
+    tools = [{"type": "function", "function": {
+        "name": t.name, "description": t.description,
+        "parameters": t.input_schema or {"type": "object", "properties": {}}}}
+        for t in agent.tools]
+    return tools + [task_tool_payload(rt, agent)] if agent.team else tools
+
+
+def _request_body(rt: Runtime, h: Handle) -> JSON:
+    agent = rt.agent_of(h)
+    messages: list[JSON] = [{"role": "system", "content": agent.soul}] if agent.soul else []
+    messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
+    body: JSON = {"model": rt.llm.model if agent.model in ("", "inherit") else agent.model}
+    # request_params go first so they can never override what the loop itself owns
+    body.update({k: v for k, v in {**rt.llm.request_params, **agent.request_params}.items()
+                 if k not in RESERVED_PARAMS})
+    body["messages"] = messages
+    tools = _tools_payload(rt, h)
+    if tools:
+        body["tools"] = tools
+    else:
+        body.pop("tool_choice", None)  # DESIGN §4: omitted when there are no tools
+    return body
+
+
+async def _ask_model(rt: Runtime, h: Handle, cp: Checkpoint) -> ModelReply:
+    request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=f"{rt.id}/{h.id}/m{h.turns_total + 1}",
+                           body=_request_body(rt, h), take_timeout_ms=rt.options.tool_timeout_ms,
+                           on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None)
+    async with rt.turn_gate:
+        return await rt.deps.model.complete(request)
+
+
+def _parse_calls(base: str, number: int, message: JSON) -> list[Call]:
+    calls = []
+    for i, tc in enumerate(message.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        raw = fn.get("arguments")
+        args, bad = _parse_arguments(raw)
+        calls.append(Call(tool_call_id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name") or ""),
+                          arguments=args, call_id=f"{base}/s{number}c{i}", raw_arguments=bad))
+    return calls
+
+
+def _parse_arguments(raw: object) -> tuple[JSON, str]:
+    """Model arguments as a dict; text that is not a JSON object becomes {} (kept as raw)."""
+    if isinstance(raw, dict):
+        return raw, ""
+    if not raw:
+        return {}, ""
+    try:
+        value = json.loads(str(raw))
+    except ValueError:
+        return {}, str(raw)
+    return (value, "") if isinstance(value, dict) else ({}, str(raw))
+
+
+def message_text(message: JSON) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _add_usage(rt: Runtime, h: Handle, reply: ModelReply) -> list[Handle]:
+    h.own_usage = h.own_usage + reply.usage
+    touched = [h, *rt.ancestors(h)]
+    for a in touched:
+        a.usage = a.usage + reply.usage
+    return touched
+
+
+async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelReply) -> None:
+    h.turns_total += 1
+    cp.turns += 1
+    cp.tokens += reply.usage.total_tokens
+    touched = _add_usage(rt, h, reply)
+    index = h.log_len
+    h.log_len += 1
+    change = Change().save(*touched).message(h, index, reply.message)
+    change.event(h, EventType.MODEL_CALL, notes.model_call(h.id, cp.turns, reply.usage.total_tokens),
+                 data={"usage": reply.usage.to_json()})
+    base = f"{rt.id}/{h.id}"
+    calls = _parse_calls(base, h.turns_total, reply.message)
+    if not calls:
+        _settle(h, cp, change, h.result(Status.DONE, message_text(reply.message)),
+                notes.done(h.id, cp.turns, cp.tokens))
+        await rt.commit(change)
+        h.settle_waiters(h.last_result)  # type: ignore[arg-type]
+        return
+    cp.step = Step(number=h.turns_total, assistant_index=index, calls=calls)
+    await rt.commit(change.checkpoint(h, cp))
+
+
+def _settle(h: Handle, cp: Checkpoint, change: Change, result, note: str) -> None:  # type: ignore[no-untyped-def]
+    """The turn completed: its messages join the transcript and the checkpoint goes."""
+    h.committed_len = h.log_len
+    h.state = HandleState.IDLE
+    h.cp = None
+    h.last_result = result
+    change.save(h).checkpoint(h, None)
+    change.transition(h, "running", "idle", note)
+    change.event(h, EventType.RESULT, note, result=result)
+
+
+async def _settle_incomplete(rt: Runtime, h: Handle, cp: Checkpoint) -> None:
+    result = h.result(Status.INCOMPLETE, "hit maxTurns without a final answer", limit="maxTurns")
+    change = Change()
+    _settle(h, cp, change, result, notes.incomplete(h.id, rt.max_turns(h)))
+    await rt.commit(change)
+    h.settle_waiters(result)
+
+
+async def _settle_error(rt: Runtime, h: Handle, message: str) -> None:
+    """A failed turn: nothing of it joins the transcript; drained inbox items go back."""
+    cp = h.cp
+    change = Change()
+    if cp is not None:
+        h.inbox[0:0] = cp.drained
+        change.truncate.append((h.id, cp.turn_start))
+        h.log_len = h.committed_len = cp.turn_start
+    result = h.result(Status.ERROR, message)
+    h.state = HandleState.IDLE
+    h.cp = None
+    h.last_result = result
+    change.save(h).checkpoint(h, None)
+    change.transition(h, "running", "idle", notes.errored(h.id, message))
+    change.event(h, EventType.RESULT, notes.errored(h.id, message), result=result)
+    await rt.commit(change)
+    h.settle_waiters(result)
+
+
+# ---------------------------------------------------------------- tools
+
+
+async def _run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
+    """Run every call of the step that has no kept result, concurrently, committing each result."""
+    base = f"{rt.id}/{h.id}"
+    answered = step.pending_idx if cp.answer is not None else None
+    todo = step.open_calls()
+    if not todo:
+        return
+    change = Change()
+    for i in todo:
+        if i in step.results:  # it ran before and suspended: a new attempt gets a new call_id
+            step.attempts[i] = step.attempts.get(i, 0) + 1
+        step.calls[i].call_id = step.call_id(base, i)
+        call = step.calls[i]
+        change.event(h, EventType.TOOL_CALL, notes.tool_call(h.id, call.name, call.call_id),
+                     data={"tool": call.name, "call_id": call.call_id, "raw_arguments": call.raw_arguments}
+                     if call.raw_arguments else {"tool": call.name, "call_id": call.call_id})
+    await rt.commit(change.checkpoint(h, cp))
+    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i == answered) for i in todo))
+    if answered is not None:
+        cp.answer = None
+        await rt.commit(Change().checkpoint(h, cp))
+
+
+async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool) -> None:
+    call = step.calls[i]
+    prior = step.results.get(i)
+    answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
+    result = await _invoke(rt, h, call, answer, request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}"))
+    again, before = result.pending, prior.pending if prior is not None else None
+    if answered and again is not None and before is not None and not is_task_call(rt, h, call):
+        result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False)
+    step.results[i] = result
+    outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
+    change = Change().checkpoint(h, cp)
+    change.event(h, EventType.TOOL_RESULT, notes.tool_result(h.id, call.name, outcome),
+                 data={"tool": call.name, "call_id": call.call_id, "outcome": outcome})
+    await rt.commit(change)
+
+
+def _resolve_repeat(again: Request, before: Request, ok: bool) -> ToolResult:
+    """A re-invoked call that suspends again (DESIGN §4 Resume)."""
+    if ok:
+        return ToolResult(output=f"unresolved: {again.prompt}")
+    if again.id == before.id:
+        return ToolResult(output=f"declined/expired: {again.prompt}")
+    return ToolResult(output="", pending=again)
+
+
+def is_task_call(rt: Runtime, h: Handle, call: Call) -> bool:
+    """The built-in ``task`` tool exists only for agents with a team (DESIGN §2)."""
+    return call.name == TASK_TOOL and bool(rt.agent_of(h).team)
+
+
+async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
+                  default_req_id: str) -> ToolResult:
+    if is_task_call(rt, h, call):
+        return await rt.run_task(h, call)
+    tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
+    if tool is None:
+        known = ", ".join(t.name for t in rt.agent_of(h).tools) or "none"
+        return ToolResult(output=f'unknown tool "{call.name}" (tools: {known})', is_error=True)
+    executor = rt.deps.executors.get(tool.source)
+    if executor is None:
+        return ToolResult(output=f'tool "{tool.name}": source {tool.source} is not supported', is_error=True)
+    inv = ToolInvocation(runtime_id=rt.id, handle=h.id, call_id=call.call_id, tool=tool,
+                         arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
+    try:
+        result = await executor.invoke(inv)
+    except Exception as exc:  # an executor bug must not kill the turn
+        log.exception("tool executor failed",
+                      extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id})
+        return ToolResult(output=f'tool "{tool.name}" failed: {exc}', is_error=True)
+    if result.pending is not None and not result.pending.id:
+        pending = Request(default_req_id, result.pending.kind, result.pending.prompt, result.pending.url,
+                          result.pending.data, result.pending.expires_at)
+        result = ToolResult(result.output, result.is_error, result.metadata, pending)
+    return result
+
+
+async def _maybe_suspend(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> bool:
+    """The first suspending call in call order suspends the handle durably."""
+    idx = step.first_pending()
+    if idx is None:
+        return False
+    await suspend_durably(rt, h, step, idx)
+    return True
+
+
+async def _close_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
+    """Every call has a result: append the tool messages (in call order) and go on."""
+    change = Change()
+    for i, call in enumerate(step.calls):
+        msg = {"role": "tool", "tool_call_id": call.tool_call_id, "content": step.results[i].output}
+        change.message(h, h.log_len, msg)
+        h.log_len += 1
+    cp.step = None
+    await rt.commit(change.save(h).checkpoint(h, cp))
