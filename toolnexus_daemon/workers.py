@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from .model import JSON
 
@@ -126,8 +127,9 @@ class WorkerHub:
             self._assign(call)
             while not call.reply.done():
                 await self._await_taken(call, take_timeout)
-                lost = asyncio.ensure_future(call.lost.wait())
-                await asyncio.wait([call.reply, lost], return_when=asyncio.FIRST_COMPLETED)
+                lost: asyncio.Future[Any] = asyncio.ensure_future(call.lost.wait())
+                either: list[asyncio.Future[Any]] = [call.reply, lost]
+                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 lost.cancel()
                 call.lost.clear()
             return call.reply.result()

@@ -11,8 +11,9 @@ import pytest
 
 from toolnexus_daemon.clock import SystemClock
 from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
-from toolnexus_daemon.model import JSON, LlmConfig, LlmStyle, ToolResult, ToolSource
+from toolnexus_daemon.model import JSON, AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolResult, ToolSource
 from toolnexus_daemon.store import MemoryStore
 from toolnexus_daemon.tools.base import ToolInvocation
 
@@ -71,3 +72,9 @@ async def bench() -> AsyncIterator[Bench]:
     await engine.start()
     yield Bench(engine, model, tools, store)
     await engine.stop()
+
+
+async def new_runtime(bench: Bench, rid: str, *agents: AgentDef, **options: int | bool) -> Runtime:
+    """A fresh runtime on the bench's engine (style worker: the scripted model answers)."""
+    out = await bench.engine.new(rid, list(agents), LLM, RuntimeOptions(**options))  # type: ignore[arg-type]
+    return bench.engine.runtime(out.runtime_id)

@@ -7,13 +7,21 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.devtools import mock_model
+from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, InvalidArgument, NotFound
 from toolnexus_daemon.model import (
-    AgentDef, Answer, EventType, HandleState, Request, RuntimeOptions, Status, ToolDef, ToolResult,
+    AgentDef,
+    Answer,
+    EventType,
+    HandleState,
+    Request,
+    Status,
+    ToolDef,
+    ToolResult,
 )
 from toolnexus_daemon.tools.base import ToolInvocation
 
-from .conftest import LLM, Bench
+from .conftest import Bench, new_runtime
 
 SECRET = AgentDef(name="secret", does="does secret things", tools=(ToolDef(name="secret_action"),))
 
@@ -25,11 +33,10 @@ def secret_action(args: dict, inv: ToolInvocation) -> ToolResult:  # type: ignor
     return ToolResult(output="action performed")
 
 
-async def _suspended(bench: Bench) -> tuple[object, str, str]:
+async def _suspended(bench: Bench) -> tuple[Runtime, str, str]:
     bench.model.script = mock_model
     bench.tools.functions["secret_action"] = secret_action
-    out = await bench.engine.new("rt1", [SECRET], LLM, RuntimeOptions())
-    rt = bench.engine.runtime(out.runtime_id)
+    rt = await new_runtime(bench, "rt1", SECRET)
     h = await rt.spawn("root", "secret")
     await rt.wake(h.id, "do it")
     result = await rt.wait(h.id, 5000)
@@ -40,14 +47,14 @@ async def _suspended(bench: Bench) -> tuple[object, str, str]:
 async def test_suspend_then_resume_ok_performs_the_action(bench: Bench) -> None:
     """An ok answer re-invokes the suspended call with the answer; the model then answers."""
     rt, hid, req_id = await _suspended(bench)
-    snap = rt.snapshot(hid)  # type: ignore[attr-defined]
+    snap = rt.snapshot(hid)
     assert snap.state is HandleState.SUSPENDED and snap.pending.kind == "authorization"
     assert snap.pending.data == {"path": ["root", hid]}
     before = snap.usage.total_tokens
-    out = await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    out = await rt.resume(Answer(id=req_id, ok=True))
     assert out.handle == hid and out.result.status is Status.DONE and not out.duplicate
     assert out.result.text == "action performed"
-    snap = rt.snapshot(hid)  # type: ignore[attr-defined]
+    snap = rt.snapshot(hid)
     assert snap.state is HandleState.IDLE and snap.usage.total_tokens > before and snap.turns_total >= 2
     assert len(bench.model.bodies) == 2, "resume continues from the checkpoint, not a fresh model call"
     assert [inv.answer for inv in bench.tools.ledger] == [None, Answer(id=req_id, ok=True)]
@@ -55,7 +62,7 @@ async def test_suspend_then_resume_ok_performs_the_action(bench: Bench) -> None:
 
 async def test_decline_is_fed_back_as_declined_expired(bench: Bench) -> None:
     rt, hid, req_id = await _suspended(bench)
-    out = await rt.resume(Answer(id=req_id, ok=False, reason="not authorized"))  # type: ignore[attr-defined]
+    out = await rt.resume(Answer(id=req_id, ok=False, reason="not authorized"))
     assert out.result.status is Status.DONE and not out.result.is_error
     assert out.result.text == "declined/expired: approve?"
     assert bench.tools.ledger[-1].answer is None, "a declined call is invoked fresh"
@@ -64,22 +71,22 @@ async def test_decline_is_fed_back_as_declined_expired(bench: Bench) -> None:
 async def test_answers_are_routed_by_id(bench: Bench) -> None:
     rt, hid, req_id = await _suspended(bench)
     with pytest.raises(NotFound, match="no request"):
-        await rt.resume(Answer(id="nope", ok=True))  # type: ignore[attr-defined]
+        await rt.resume(Answer(id="nope", ok=True))
     with pytest.raises(InvalidArgument):
-        await rt.resume(Answer(id="", ok=True))  # type: ignore[attr-defined]
+        await rt.resume(Answer(id="", ok=True))
     with pytest.raises(FailedPrecondition, match=req_id):
-        await rt.wake(hid, "again")  # type: ignore[attr-defined]
-    first = await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+        await rt.wake(hid, "again")
+    first = await rt.resume(Answer(id=req_id, ok=True))
     calls = len(bench.tools.ledger)
-    again = await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    again = await rt.resume(Answer(id=req_id, ok=True))
     assert again.duplicate and again.result == first.result and len(bench.tools.ledger) == calls
     with pytest.raises(FailedPrecondition, match="already answered"):
-        await rt.resume(Answer(id=req_id, ok=False))  # type: ignore[attr-defined]
+        await rt.resume(Answer(id=req_id, ok=False))
 
 
 async def test_events_trace_the_durable_suspension(bench: Bench) -> None:
     rt, hid, req_id = await _suspended(bench)
-    await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    await rt.resume(Answer(id=req_id, ok=True))
     events = bench.store.events("rt1", 0, 1000)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     notes = [e.note for e in events if e.type is EventType.TRANSITION]
@@ -96,9 +103,9 @@ async def test_events_trace_the_durable_suspension(bench: Bench) -> None:
 
 async def test_transcript_commits_only_completed_turns(bench: Bench) -> None:
     rt, hid, req_id = await _suspended(bench)
-    h = rt.snapshot(hid)  # type: ignore[attr-defined]
+    h = rt.snapshot(hid)
     assert h.committed_len == 0, "nothing of a suspended turn is in the transcript"
-    await rt.resume(Answer(id=req_id, ok=True))  # type: ignore[attr-defined]
+    await rt.resume(Answer(id=req_id, ok=True))
     roles = [m["role"] for m in bench.store.messages("rt1", hid, 0, h.committed_len)]
     assert roles == ["user", "assistant", "tool", "assistant"]
 
@@ -112,7 +119,7 @@ async def test_wait_timeout_leaves_the_handle_running(bench: Bench) -> None:
 
     bench.model.script = mock_model
     bench.tools.functions["secret_action"] = slow
-    rt = bench.engine.runtime((await bench.engine.new("rt2", [SECRET], LLM, RuntimeOptions())).runtime_id)
+    rt = await new_runtime(bench, "rt2", SECRET)
     h = await rt.spawn("root", "secret")
     await rt.wake(h.id, "go")
     result = await rt.wait(h.id, 50)

@@ -21,7 +21,7 @@ from ..errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDe
 from ..llm.base import ModelTransport
 from ..model import ROOT_ID, AgentDef, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
-from ..tools.base import ToolExecutor
+from ..tools.base import Resolver, ToolExecutor
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
 
@@ -41,11 +41,12 @@ class Engine:
     """Owns the runtimes; one per daemon."""
 
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
-                 executors: Mapping[ToolSource, ToolExecutor]) -> None:
+                 executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None) -> None:
         self.store = store
         self.clock = clock
         self._model_for = model_for
         self._executors = executors
+        self._resolver = resolver
         self._runtimes: dict[str, Runtime] = {}
         self._creating = asyncio.Lock()
         self.stopping = False
@@ -63,6 +64,7 @@ class Engine:
             rt.load_handles()
             self._runtimes[rid] = rt
             recovered += rt.recover()
+            await rt.recover_queues()
         return recovered
 
     async def stop(self) -> None:
@@ -79,7 +81,7 @@ class Engine:
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
         deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
-                           executors=self._executors)
+                           executors=self._executors, resolver=self._resolver)
         return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
                        key_digest=str(rec.get("key_digest") or ""))
 
@@ -104,7 +106,7 @@ class Engine:
                 return NewOutcome(existing.id, ROOT_ID, True)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
-                               executors=self._executors)
+                               executors=self._executors, resolver=self._resolver)
             rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()

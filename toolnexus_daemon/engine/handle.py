@@ -36,6 +36,10 @@ class Handle:
     log_len: int = 0
     budget: Budget = field(default_factory=Budget)
     spawned_at: float = 0.0
+    # tool calls dispatched by this handle and its subtree (the maxToolCalls pool)
+    tool_calls: int = 0
+    # wakes of children waiting for a running-child slot, FIFO: [child id, prompt]
+    wake_queue: list[list[str]] = field(default_factory=list)
     # kept in its own table, loaded with the handle
     cp: Checkpoint | None = field(default=None, repr=False)
     # not persisted
@@ -53,6 +57,7 @@ class Handle:
             "inbox": [i.to_json() for i in self.inbox], "spawn_count": self.spawn_count,
             "committed_len": self.committed_len, "log_len": self.log_len,
             "budget": self.budget.to_json(), "spawned_at": self.spawned_at,
+            "tool_calls": self.tool_calls, "wake_queue": [list(q) for q in self.wake_queue],
         }
 
     @classmethod
@@ -68,7 +73,8 @@ class Handle:
             inbox=[InboxItem.from_json(i) for i in d.get("inbox") or []],
             spawn_count=int(d.get("spawn_count") or 0), committed_len=int(d.get("committed_len") or 0),
             log_len=int(d.get("log_len") or 0), budget=Budget.from_json(d.get("budget")),
-            spawned_at=float(d.get("spawned_at") or 0.0),
+            spawned_at=float(d.get("spawned_at") or 0.0), tool_calls=int(d.get("tool_calls") or 0),
+            wake_queue=[list(q) for q in d.get("wake_queue") or []],
         )
 
     def result(self, status: Status, text: str, *, is_error: bool | None = None,

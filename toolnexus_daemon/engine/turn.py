@@ -18,9 +18,11 @@ from ..errors import StoreError
 from ..llm.base import ModelError, ModelReply, ModelRequest
 from ..model import JSON, Answer, EventType, HandleState, Request, Status, ToolResult
 from ..tools.base import ToolInvocation
-from . import notes
+from . import budget as budgets
+from . import notes, wakes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step, request_id_for
+from .escalate import try_inline
 from .handle import Handle
 from .suspend import TASK_TOOL, suspend_durably
 from .task import tool_payload as task_tool_payload
@@ -37,11 +39,31 @@ RESERVED_PARAMS = frozenset({"messages", "tools", "stream", "model"})
 async def run_turn(rt: Runtime, h: Handle) -> None:
     """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``."""
     try:
+        await _loop(rt, h)
+    finally:
+        if h.state is not HandleState.RUNNING and not _cancelled():
+            await wakes.slot_freed(rt, h)
+
+
+def _cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _loop(rt: Runtime, h: Handle) -> None:
+    try:
         while h.state is HandleState.RUNNING and h.cp is not None:
             cp = h.cp
             if cp.step is None:
                 if cp.turns >= rt.max_turns(h):
-                    await _settle_incomplete(rt, h, cp)
+                    await _settle_incomplete(rt, h, cp, "hit maxTurns without a final answer", "maxTurns",
+                                             notes.incomplete(h.id, rt.max_turns(h)))
+                    return
+                spent = budgets.exhausted_limit(rt, h)
+                if spent is not None:
+                    text = f"budget exhausted ({spent[0]}); partial work preserved"
+                    await _settle_incomplete(rt, h, cp, text, spent[1],
+                                             f"{h.id}: running→idle (INCOMPLETE: {text})")
                     return
                 reply = await _ask_model(rt, h, cp)
                 await _record_reply(rt, h, cp, reply)
@@ -172,10 +194,11 @@ def _settle(h: Handle, cp: Checkpoint, change: Change, result, note: str) -> Non
     change.event(h, EventType.RESULT, note, result=result)
 
 
-async def _settle_incomplete(rt: Runtime, h: Handle, cp: Checkpoint) -> None:
-    result = h.result(Status.INCOMPLETE, "hit maxTurns without a final answer", limit="maxTurns")
+async def _settle_incomplete(rt: Runtime, h: Handle, cp: Checkpoint, text: str, limit: str,
+                             note: str) -> None:
+    result = h.result(Status.INCOMPLETE, text, limit=limit)
     change = Change()
-    _settle(h, cp, change, result, notes.incomplete(h.id, rt.max_turns(h)))
+    _settle(h, cp, change, result, note)
     await rt.commit(change)
     h.settle_waiters(result)
 
@@ -210,6 +233,9 @@ async def _run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
     if not todo:
         return
     change = Change()
+    for a in [h, *rt.ancestors(h)]:
+        a.tool_calls += len(todo)
+    change.save(h, *rt.ancestors(h))
     for i in todo:
         if i in step.results:  # it ran before and suspended: a new attempt gets a new call_id
             step.attempts[i] = step.attempts.get(i, 0) + 1
@@ -229,7 +255,12 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
     call = step.calls[i]
     prior = step.results.get(i)
     answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
-    result = await _invoke(rt, h, call, answer, request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}"))
+    default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
+    result = await _invoke(rt, h, call, answer, default_id)
+    if result.pending is not None and not answered and not is_task_call(rt, h, call):
+        inline = await try_inline(rt, h, call.call_id, result.pending,
+                                  lambda ans: _invoke(rt, h, call, ans, default_id))
+        result = inline if inline is not None else result
     again, before = result.pending, prior.pending if prior is not None else None
     if answered and again is not None and before is not None and not is_task_call(rt, h, call):
         result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False)

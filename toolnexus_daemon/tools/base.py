@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..model import JSON, Answer, ToolDef, ToolResult
+from ..model import JSON, Answer, Request, ToolDef, ToolResult
 
 
 @dataclass(frozen=True)
@@ -27,3 +27,14 @@ class ToolInvocation:
 
 class ToolExecutor(Protocol):
     async def invoke(self, inv: ToolInvocation) -> ToolResult: ...
+
+
+class Resolver(Protocol):
+    """Answers a suspension inline on behalf of a handle with interpreter authority (``wait_for``)."""
+
+    def available(self, runtime_id: str) -> bool:
+        """Whether a resolver is connected for this runtime right now."""
+
+    async def resolve(self, runtime_id: str, handle: str, call_id: str, request: Request,
+                      take_timeout_ms: int) -> Answer | None:
+        """The resolver's Answer, or None if none could take or finish the call (stay durable)."""

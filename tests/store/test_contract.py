@@ -1,0 +1,216 @@
+"""The Store contract: every test here runs against MemoryStore and LmdbStore alike."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from toolnexus_daemon.errors import StoreError
+from toolnexus_daemon.model import JSON
+from toolnexus_daemon.store import Batch, Store
+from toolnexus_daemon.store.codec import FORMAT_VERSION
+
+from .samples import event, record, rich_event
+
+
+def messages_batch(rid: str, hid: str, count: int, first: int = 0) -> Batch:
+    return Batch(messages=[(rid, hid, i, {"role": "user", "content": f"m{i}"}) for i in range(first, count)])
+
+
+def contents(store: Store, rid: str, hid: str, start: int = 0, end: int | None = None) -> list[str]:
+    return [m["content"] for m in store.messages(rid, hid, start, end)]
+
+
+async def test_every_table_round_trips(store: Store) -> None:
+    """What a batch puts in each table reads back equal."""
+    events = [event("r1", 1), rich_event("r1", 2)]
+    await store.commit(Batch(
+        runtimes={"r1": record(id="r1")}, handles={("r1", "root"): record(id="root")},
+        messages=[("r1", "root", 0, {"role": "user", "content": "hi"})],
+        checkpoints={("r1", "root"): record(step=3)}, requests={("r1", "req-1"): record(handle="root")},
+        events=events))
+
+    assert store.runtime_ids() == ["r1"]
+    assert store.get_runtime("r1") == record(id="r1")
+    assert store.get_handle("r1", "root") == record(id="root")
+    assert store.handles("r1") == [record(id="root")]
+    assert store.messages("r1", "root") == [{"role": "user", "content": "hi"}]
+    assert store.get_checkpoint("r1", "root") == record(step=3)
+    assert store.get_request("r1", "req-1") == record(handle="root")
+    assert store.events("r1") == events
+
+
+async def test_missing_records_read_as_empty(store: Store) -> None:
+    """Reads of keys never written return None, empty lists or seq 0."""
+    assert store.runtime_ids() == []
+    assert store.get_runtime("r1") is None
+    assert store.get_handle("r1", "root") is None
+    assert store.handles("r1") == []
+    assert store.messages("r1", "root") == []
+    assert store.get_checkpoint("r1", "root") is None
+    assert store.get_request("r1", "q") is None
+    assert store.events("r1") == []
+    assert store.last_seq("r1") == 0
+
+
+async def test_records_are_copies(store: Store) -> None:
+    """Neither the committed batch nor a read result aliases what the store holds."""
+    rec = record(id="root")
+    batch = Batch(handles={("r1", "root"): rec})
+    await store.commit(batch)
+    rec["text"] = "changed after commit"
+    batch.handles[("r1", "root")] = {"replaced": True}
+    read = store.get_handle("r1", "root")
+    assert read is not None
+    read["nested"]["list"].append("changed by reader")
+
+    assert store.get_handle("r1", "root") == record(id="root")
+
+
+async def test_none_deletes(store: Store) -> None:
+    """A None value deletes the record in every keyed table and leaves its neighbours."""
+    keep, drop = ("r1", "keep"), ("r1", "drop")
+    await store.commit(Batch(runtimes={"r1": {}, "r2": {}}, handles={keep: {}, drop: {}},
+                             checkpoints={keep: {}, drop: {}}, requests={keep: {}, drop: {}}))
+    await store.commit(Batch(runtimes={"r2": None}, handles={drop: None}, checkpoints={drop: None},
+                             requests={drop: None, ("r1", "never-written"): None}))
+
+    assert store.runtime_ids() == ["r1"]
+    assert [store.get_handle(*drop), store.get_checkpoint(*drop), store.get_request(*drop)] == [None] * 3
+    assert [store.get_handle(*keep), store.get_checkpoint(*keep), store.get_request(*keep)] == [{}] * 3
+
+
+async def test_runtime_ids_in_key_order(store: Store) -> None:
+    await store.commit(Batch(runtimes={rid: {} for rid in ("rt-b", "rt-a10", "rt-a", "rt-a2")}))
+    assert store.runtime_ids() == ["rt-a", "rt-a10", "rt-a2", "rt-b"]
+
+
+async def test_handles_in_key_order_and_per_runtime(store: Store) -> None:
+    """handles() lists one runtime's handles by id, not another runtime's whose id extends it."""
+    ids = ["root/b", "root", "root/a", "root/a2"]
+    handles: dict[tuple[str, str], JSON | None] = {("r1", h): {"id": h} for h in ids}
+    handles[("r10", "root")] = {"id": "other"}
+    await store.commit(Batch(handles=handles))
+
+    assert [h["id"] for h in store.handles("r1")] == ["root", "root/a", "root/a2", "root/b"]
+    assert [h["id"] for h in store.handles("r10")] == ["other"]
+
+
+async def test_messages_range(store: Store) -> None:
+    """messages() returns start <= index < end in index order, across gaps and handles."""
+    await store.commit(Batch(messages=[("r1", "h", i, {"content": f"m{i}"}) for i in (12, 0, 3, 4, 256)]))
+    await store.commit(messages_batch("r1", "h2", 2))
+
+    assert contents(store, "r1", "h") == ["m0", "m3", "m4", "m12", "m256"]
+    assert contents(store, "r1", "h", 3, 12) == ["m3", "m4"]
+    assert contents(store, "r1", "h", 5) == ["m12", "m256"]
+    assert contents(store, "r1", "h", 4, 4) == []
+    assert contents(store, "r1", "h2") == ["m0", "m1"]
+
+
+async def test_truncate(store: Store) -> None:
+    """truncate drops that index and every later one of that handle only, before the batch's appends."""
+    await store.commit(messages_batch("r1", "a", 5))
+    await store.commit(messages_batch("r1", "b", 3))
+    await store.commit(Batch(truncate=[("r1", "a", 2)]))
+    assert contents(store, "r1", "a") == ["m0", "m1"]
+    assert contents(store, "r1", "b") == ["m0", "m1", "m2"]
+
+    await store.commit(Batch(truncate=[("r1", "b", 1)], messages=[("r1", "b", 1, {"content": "new"})]))
+    assert contents(store, "r1", "b") == ["m0", "new"]
+
+
+async def test_purge(store: Store) -> None:
+    """purge deletes every record of one runtime in every table, before the batch's puts."""
+    for rid in ("r1", "r10"):
+        await store.commit(Batch(runtimes={rid: {}}, handles={(rid, "root"): {}},
+                                 checkpoints={(rid, "root"): {}}, requests={(rid, "q"): {}},
+                                 events=[event(rid, 1)], messages=[(rid, "root", 0, {"content": "m0"})]))
+
+    await store.commit(Batch(purge=["r1"]))
+    assert store.runtime_ids() == ["r10"]
+    assert store.handles("r1") == [] and store.messages("r1", "root") == []
+    assert store.get_checkpoint("r1", "root") is None and store.get_request("r1", "q") is None
+    assert store.events("r1") == [] and store.last_seq("r1") == 0
+    assert store.handles("r10") == [{}] and store.last_seq("r10") == 1
+
+    await store.commit(Batch(purge=["r10"], runtimes={"r10": {"fresh": True}}))
+    assert store.get_runtime("r10") == {"fresh": True}
+    assert store.handles("r10") == []
+
+
+async def test_events_after_seq_limit_and_last_seq(store: Store) -> None:
+    """events() pages by seq per runtime; last_seq is the highest stored seq."""
+    await store.commit(Batch(events=[event("r1", s) for s in (3, 1, 2, 300, 4)]))
+    await store.commit(Batch(events=[event("r0", 9), event("r10", 7)]))
+
+    assert [e.seq for e in store.events("r1")] == [1, 2, 3, 4, 300]
+    assert [e.seq for e in store.events("r1", after_seq=2, limit=2)] == [3, 4]
+    assert [e.seq for e in store.events("r1", after_seq=4)] == [300]
+    assert store.events("r1", after_seq=300) == [] and store.events("r1", limit=0) == []
+    assert [store.last_seq(r) for r in ("r0", "r1", "r10", "r2")] == [9, 300, 7, 0]
+
+
+async def test_failed_commit_keeps_nothing(store: Store) -> None:
+    """A batch with one unencodable record fails whole; the store stays readable and writable."""
+    await store.commit(Batch(runtimes={"r1": {"v": 1}}))
+    bad = Batch(runtimes={"r1": {"v": 2}}, handles={("r1", "root"): {}}, events=[event("r1", 1)],
+                messages=[("r1", "root", 0, {"content": object()})])
+
+    with pytest.raises(StoreError, match="messages/r1/root/0"):
+        await store.commit(bad)
+
+    assert store.get_runtime("r1") == {"v": 1}
+    assert store.handles("r1") == [] and store.last_seq("r1") == 0
+    await store.commit(Batch(runtimes={"r1": {"v": 3}}))
+    assert store.get_runtime("r1") == {"v": 3}
+
+
+@pytest.mark.parametrize("fields", [
+    {"runtimes": {"": {}}},
+    {"handles": {("r1", "a\x00b"): {}}},
+    {"events": [event("r1", 0)]},
+    {"messages": [("r1", "root", -1, {})]},
+    {"truncate": [("r1", "x" * 300, 0)]},
+], ids=["empty-id", "nul-in-id", "seq-0", "negative-index", "id-too-long"])
+async def test_keys_the_layout_cannot_hold_are_refused(store: Store, fields: dict[str, Any]) -> None:
+    """Ids and numbers outside the key rules raise StoreError and keep nothing of the batch."""
+    with pytest.raises(StoreError, match="invalid"):
+        await store.commit(Batch(checkpoints={("ok", "root"): {}}, **fields))
+    assert store.get_checkpoint("ok", "root") is None
+
+
+async def test_commits_apply_in_call_order(store: Store) -> None:
+    """Concurrent commits land in the order they were called: the last put wins."""
+    await asyncio.gather(*(store.commit(Batch(runtimes={"r1": {"v": i}})) for i in range(30)))
+    assert store.get_runtime("r1") == {"v": 29}
+
+
+async def test_info_reports_format_version(store: Store) -> None:
+    await store.commit(Batch(runtimes={"r1": record()}))
+    info = store.info()
+    assert info.format_version == FORMAT_VERSION
+    assert info.size_bytes > 0
+
+
+async def test_closed_store_refuses_reads_and_commits(store: Store) -> None:
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        await store.commit(Batch(runtimes={"r1": {}}))
+    with pytest.raises(StoreError, match="closed"):
+        store.get_runtime("r1")
+    store.close()
+
+
+async def test_cancelled_caller_does_not_undo_a_started_commit(store: Store) -> None:
+    """Once commit() has started, cancelling its caller still lands the batch (and nothing half)."""
+    started = asyncio.create_task(store.commit(Batch(runtimes={"r1": {"v": 1}}, events=[event("r1", 1)])))
+    await asyncio.sleep(0)  # let the task reach its first await, i.e. hand the batch over
+    started.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await started
+
+    await store.commit(Batch(runtimes={"r2": {}}))  # commits apply in order: this one waits for the first
+    assert store.get_runtime("r1") == {"v": 1} and store.last_seq("r1") == 1

@@ -1,0 +1,214 @@
+"""The durable store: one LMDB environment per data directory (DESIGN §5).
+
+Owns the environment, its named tables (see ``codec`` for keys and the value
+envelope), the data-directory lock and the writer thread. Every ``commit`` is
+one LMDB write transaction run on a single worker thread, so the event loop
+never waits on fsync and commits land in call order. Reads are synchronous:
+each opens its own read transaction, which LMDB serves from the map without
+blocking the writer. LMDB errors are translated here, at the edge they cross:
+a full map or disk becomes ``StoreFull`` (the transaction is aborted, so
+nothing of the batch is kept), anything else ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import lmdb
+
+from ..errors import FormatTooNew, StoreError, StoreFull
+from ..model import JSON, Event
+from . import codec, lmdb_write
+from .base import Batch, StoreInfo
+from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
+from .dirlock import DirLock
+
+
+class LmdbStore:
+    """The ``Store`` protocol over LMDB. Opening takes the directory's lock or raises ``StoreLocked``."""
+
+    def __init__(self, path: str | Path, *, map_size: int = 1 << 30, sync: bool = True) -> None:
+        self._path = Path(path)
+        try:
+            self._path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create data directory {self._path}: {exc}") from exc
+        with ExitStack() as undo:
+            self._lock = DirLock(self._path)
+            undo.callback(self._lock.release)
+            self._env = _open_env(self._path, map_size, sync)
+            undo.callback(self._env.close)
+            self._dbs, self._format = _open_tables(self._env, self._path)
+            undo.pop_all()
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmdb-commit")
+        self._closed = False
+
+    # ------------------------------------------------------------------ writes
+
+    async def commit(self, batch: Batch) -> None:
+        """Apply ``batch`` in one write transaction on the writer thread.
+
+        The batch is encoded (and so snapshotted) on the calling thread. Once
+        called, the commit runs to completion even if the awaiting task is
+        cancelled, so a cancelled caller never leaves a commit half-decided.
+        """
+        if self._closed:
+            raise StoreError(f"store {self._path} is closed")
+        ops = lmdb_write.prepare(batch)
+        if not ops:
+            return
+        done = asyncio.wrap_future(self._writer.submit(self._write, ops))
+        done.add_done_callback(_retrieve_exception)
+        await asyncio.shield(done)
+
+    def _write(self, ops: list[lmdb_write.Op]) -> None:
+        try:
+            with self._env.begin(write=True) as txn:
+                lmdb_write.apply(txn, self._dbs, ops)
+        except lmdb.MapFullError as exc:
+            raise StoreFull(f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
+                            f"restart toolnexus-daemon with a larger --map-size") from exc
+        except lmdb.DiskError as exc:
+            raise StoreFull(f"the disk holding {self._path} is full; free space and retry") from exc
+        except lmdb.Error as exc:
+            raise StoreError(f"store write to {self._path} failed: {exc}") from exc
+
+    # ------------------------------------------------------------------- reads
+
+    def runtime_ids(self) -> list[str]:
+        return [key.decode("utf-8") for key, _ in self._scan(Table.RUNTIMES, b"", b"")]
+
+    def get_runtime(self, runtime_id: str) -> JSON | None:
+        return self._get(Table.RUNTIMES, codec.runtime_key(runtime_id))
+
+    def handles(self, runtime_id: str) -> list[JSON]:
+        prefix = codec.runtime_prefix(runtime_id)
+        return [codec.decode_value(Table.HANDLES, k, v) for k, v in self._scan(Table.HANDLES, prefix, prefix)]
+
+    def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
+        return self._get(Table.HANDLES, codec.pair_key(runtime_id, handle_id))
+
+    def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
+        if end is not None and end <= start:
+            return []
+        prefix = codec.message_prefix(runtime_id, handle_id)
+        first = codec.message_key(runtime_id, handle_id, max(start, 0))
+        stop = None if end is None else codec.message_key(runtime_id, handle_id, end)
+        found = self._scan(Table.MESSAGES, prefix, first, stop=stop)
+        return [codec.decode_value(Table.MESSAGES, k, v) for k, v in found]
+
+    def get_checkpoint(self, runtime_id: str, handle_id: str) -> JSON | None:
+        return self._get(Table.CHECKPOINTS, codec.pair_key(runtime_id, handle_id))
+
+    def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
+        return self._get(Table.REQUESTS, codec.pair_key(runtime_id, request_id))
+
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        if limit <= 0:
+            return []
+        prefix = codec.runtime_prefix(runtime_id)
+        first = prefix + codec.u64("event seq", max(after_seq, 0) + 1)
+        return [codec.decode_event(k, v) for k, v in self._scan(Table.EVENTS, prefix, first, limit=limit)]
+
+    def last_seq(self, runtime_id: str) -> int:
+        prefix = codec.runtime_prefix(runtime_id)
+        past = prefix[:-1] + b"\x01"  # the smallest key after every key of the prefix
+        with self._reading() as env, env.begin(db=self._dbs[Table.EVENTS]) as txn:
+            cursor = txn.cursor()
+            found = cursor.prev() if cursor.set_range(past) else cursor.last()
+            key = cursor.key()
+            return codec.trailing_u64(key) if found and key.startswith(prefix) else 0
+
+    def info(self) -> StoreInfo:
+        with self._reading() as env:
+            env_info, page_size = env.info(), env.stat()["psize"]
+        return StoreInfo(path=str(self._path), size_bytes=(env_info["last_pgno"] + 1) * page_size,
+                         map_size_bytes=env_info["map_size"], format_version=self._format)
+
+    def close(self) -> None:
+        """Finish queued commits, close the environment and release the directory lock."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.shutdown(wait=True)
+        self._env.close()
+        self._lock.release()
+
+    # ----------------------------------------------------------------- helpers
+
+    @contextmanager
+    def _reading(self) -> Iterator[lmdb.Environment]:
+        if self._closed:
+            raise StoreError(f"store {self._path} is closed")
+        try:
+            yield self._env
+        except lmdb.Error as exc:
+            raise StoreError(f"store read from {self._path} failed: {exc}") from exc
+
+    def _get(self, table: Table, key: bytes) -> JSON | None:
+        with self._reading() as env, env.begin(db=self._dbs[table]) as txn:
+            raw = txn.get(key)
+        return None if raw is None else codec.decode_value(table, key, raw)
+
+    def _scan(self, table: Table, prefix: bytes, first: bytes, *, stop: bytes | None = None,
+              limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (key, value) pairs with ``first <= key < stop`` that start with ``prefix``."""
+        out: list[tuple[bytes, bytes]] = []
+        with self._reading() as env, env.begin(db=self._dbs[table]) as txn:
+            cursor = txn.cursor()
+            positioned = cursor.set_range(first) if first else cursor.first()
+            if not positioned:
+                return out
+            for key, value in cursor.iternext():
+                if not key.startswith(prefix) or (stop is not None and key >= stop):
+                    break
+                if limit is not None and len(out) >= limit:
+                    break
+                out.append((key, value))
+        return out
+
+
+def _open_env(path: Path, map_size: int, sync: bool) -> lmdb.Environment:
+    try:
+        return lmdb.open(str(path), map_size=map_size, max_dbs=len(Table) + 1, sync=sync, subdir=True)
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot open the store in {path}: {exc}") from exc
+
+
+def _open_tables(env: lmdb.Environment, path: Path) -> tuple[dict[Table, lmdb._Database], int]:
+    """Open (creating) every table and check the store-wide format version."""
+    try:
+        # Reader slots left by a killed daemon would pin old pages; we hold the directory lock,
+        # so any slot of another process is stale.
+        env.reader_check()
+        dbs = {table: env.open_db(table.value.encode()) for table in Table}
+        meta = env.open_db(b"meta")
+        with env.begin(write=True, db=meta) as txn:
+            raw = txn.get(META_FORMAT_KEY)
+            if raw is None:
+                txn.put(META_FORMAT_KEY, str(FORMAT_VERSION).encode())
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot open the tables of the store in {path}: {exc}") from exc
+    return dbs, _format_version(path, raw)
+
+
+def _format_version(path: Path, raw: bytes | None) -> int:
+    if raw is None:
+        return FORMAT_VERSION
+    if not raw.isdigit():
+        raise StoreError(f"damaged record meta/format in {path}: {raw[:20]!r}")
+    version = int(raw)
+    if version > FORMAT_VERSION:
+        raise FormatTooNew(f"the store in {path} has format version {version}, but this toolnexus-daemon "
+                           f"reads up to {FORMAT_VERSION}; upgrade the daemon")
+    return version
+
+
+def _retrieve_exception(future: asyncio.Future[None]) -> None:
+    """Mark a shielded commit's failure as seen when its caller was cancelled before it ended."""
+    if not future.cancelled():
+        future.exception()
