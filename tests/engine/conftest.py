@@ -13,7 +13,17 @@ from toolnexus_daemon.clock import SystemClock
 from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
-from toolnexus_daemon.model import JSON, AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolResult, ToolSource
+from toolnexus_daemon.model import (
+    JSON,
+    AgentDef,
+    Answer,
+    LlmConfig,
+    LlmStyle,
+    Request,
+    RuntimeOptions,
+    ToolResult,
+    ToolSource,
+)
 from toolnexus_daemon.store import MemoryStore
 from toolnexus_daemon.tools.base import ToolInvocation
 
@@ -52,11 +62,30 @@ class FunctionTools:
 
 
 @dataclass
+class FunctionResolver:
+    """A Resolver answering with ``answer_for(request)``; ``connected`` False means none is there."""
+
+    answer_for: Callable[[Request], Answer | None] = lambda req: Answer(req.id, ok=True)
+    connected: bool = True
+    asked: list[Request] = field(default_factory=list)
+
+    def available(self, runtime_id: str) -> bool:
+        return self.connected
+
+    async def resolve(self, runtime_id: str, handle: str, call_id: str, request: Request,
+                      take_timeout_ms: int) -> Answer | None:
+        self.asked.append(request)
+        await asyncio.sleep(0)
+        return self.answer_for(request)
+
+
+@dataclass
 class Bench:
     engine: Engine
     model: ScriptedModel
     tools: FunctionTools
     store: MemoryStore
+    resolver: FunctionResolver
 
 
 LLM = LlmConfig(style=LlmStyle.WORKER, model="scripted")
@@ -67,10 +96,11 @@ async def bench() -> AsyncIterator[Bench]:
     model = ScriptedModel(script=lambda body: {})
     tools = FunctionTools()
     store = MemoryStore()
+    resolver = FunctionResolver()
     engine = Engine(store, clock=SystemClock(), model_for=lambda llm: model,
-                    executors={ToolSource.NATIVE: tools})
+                    executors={ToolSource.NATIVE: tools}, resolver=resolver)
     await engine.start()
-    yield Bench(engine, model, tools, store)
+    yield Bench(engine, model, tools, store, resolver)
     await engine.stop()
 
 
