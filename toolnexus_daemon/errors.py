@@ -64,3 +64,9 @@ class PermissionDenied(DaemonError):
 
 class Unauthenticated(DaemonError):
     code = "UNAUTHENTICATED"
+
+
+class DataLoss(DaemonError):
+    """Stored data could not be read (a damaged record); the message names its key."""
+
+    code = "DATA_LOSS"

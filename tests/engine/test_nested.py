@@ -128,6 +128,8 @@ async def test_the_nearest_interpreter_answers_inline(bench: Bench) -> None:
     notes = [e.note for e in bench.store.events("e1", 0, 1000)]
     assert f'{leaf}: escalate → {top.id} answers ("nearest interpreter")' in notes
     assert [r.prompt for r in bench.resolver.asked] == ["approve secret access?"]
+    call_ids = [inv.call_id for inv in bench.tools.ledger]
+    assert len(call_ids) == 2 and len(set(call_ids)) == 2, "a re-invocation is a new call_id"
 
 
 async def test_without_a_resolver_the_suspension_is_durable(bench: Bench) -> None:

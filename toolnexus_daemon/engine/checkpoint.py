@@ -87,13 +87,12 @@ class Checkpoint:
     tokens: int = 0  # tokens spent by this wake
     step: Step | None = None
     answer: Answer | None = None  # an accepted Answer not yet applied to step.pending_idx
-    escalating: bool = False  # suspended inline while an interpreter answers (recovery resumes it)
 
     def to_json(self) -> JSON:
         return {"input": self.input, "turn_start": self.turn_start,
                 "drained": [i.to_json() for i in self.drained], "turns": self.turns,
                 "tokens": self.tokens, "step": self.step.to_json() if self.step else None,
-                "answer": self.answer.to_json() if self.answer else None, "escalating": self.escalating}
+                "answer": self.answer.to_json() if self.answer else None}
 
     @classmethod
     def from_json(cls, d: JSON) -> Checkpoint:
@@ -101,8 +100,7 @@ class Checkpoint:
                    drained=[InboxItem.from_json(i) for i in d.get("drained") or []],
                    turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
                    step=Step.from_json(d["step"]) if d.get("step") else None,
-                   answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
-                   escalating=bool(d.get("escalating")))
+                   answer=Answer.from_json(d["answer"]) if d.get("answer") else None)
 
 
 def request_id_for(call_base: str) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..clock import Clock
-from ..errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ..errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StoreError
 from ..llm.base import ModelTransport
 from ..model import ROOT_ID, AgentDef, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
@@ -48,6 +48,8 @@ class Engine:
         self._executors = executors
         self._resolver = resolver
         self._runtimes: dict[str, Runtime] = {}
+        # runtimes whose records could not be read at start: id -> what the store said
+        self._damaged: dict[str, str] = {}
         self._creating = asyncio.Lock()
         self.stopping = False
 
@@ -57,15 +59,28 @@ class Engine:
         """Load every stored runtime and continue the handles that were running; returns that count."""
         recovered = 0
         for rid in self.store.runtime_ids():
-            rec = self.store.get_runtime(rid)
-            if rec is None:
+            try:
+                rt = self._load(rid)
+            except StoreError as exc:
+                # one damaged runtime must not keep the others from serving (no crash loop)
+                self._damaged[rid] = str(exc)
+                log.error("runtime cannot be loaded; it is quarantined",
+                          extra={"runtime": rid, "error": str(exc)})
                 continue
-            rt = self._build(rid, rec)
-            rt.load_handles()
+            if rt is None:
+                continue
             self._runtimes[rid] = rt
             recovered += rt.recover()
             await rt.recover_queues()
         return recovered
+
+    def _load(self, rid: str) -> Runtime | None:
+        rec = self.store.get_runtime(rid)
+        if rec is None:
+            return None
+        rt = self._build(rid, rec)
+        rt.load_handles()
+        return rt
 
     async def stop(self) -> None:
         """Stop running turns without changing their state (they continue on the next start)."""
@@ -96,6 +111,8 @@ class Engine:
             validate_runtime_id(runtime_id)
         validate(agents, llm, options)
         async with self._creating:
+            if runtime_id in self._damaged:
+                self.runtime(runtime_id)  # raises DATA_LOSS naming the damaged record
             existing = self._runtimes.get(runtime_id) if runtime_id else None
             if existing is not None:
                 self.check_key(existing, runtime_key)
@@ -118,6 +135,8 @@ class Engine:
         if not runtime_id:
             raise InvalidArgument("runtime_id is required (the id New returned)")
         rt = self._runtimes.get(runtime_id)
+        if rt is None and runtime_id in self._damaged:
+            raise DataLoss(f'runtime "{runtime_id}" could not be loaded: {self._damaged[runtime_id]}')
         if rt is None:
             raise NotFound(f'unknown runtime "{runtime_id[:128]}"; create it with New')
         return rt

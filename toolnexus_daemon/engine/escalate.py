@@ -59,7 +59,7 @@ async def try_inline(rt: Runtime, h: Handle, call_id: str, request: Request,
 
 async def _flip(rt: Runtime, h: Handle, request: Request, who: str) -> None:
     assert h.cp is not None
-    h.state, h.pending, h.cp.escalating = HandleState.SUSPENDED, request, True
+    h.state, h.pending, h.escalating = HandleState.SUSPENDED, request, True
     change = Change().save(h).checkpoint(h, h.cp)
     change.transition(h, "running", "suspended", notes.pending_inline(h.id, request.kind, request.prompt))
     change.event(h, EventType.ESCALATE, notes.escalate(h.id, who), pending=request, data={"to": who})
@@ -68,7 +68,7 @@ async def _flip(rt: Runtime, h: Handle, request: Request, who: str) -> None:
 
 async def _back(rt: Runtime, h: Handle, answer: Answer | None) -> None:
     assert h.cp is not None
-    h.state, h.pending, h.cp.escalating = HandleState.RUNNING, None, False
+    h.state, h.pending, h.escalating = HandleState.RUNNING, None, False
     change = Change().save(h).checkpoint(h, h.cp)
     if answer is None:
         change.transition(h, "suspended", "running",

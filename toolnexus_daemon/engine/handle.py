@@ -5,12 +5,16 @@ task live beside it and are never persisted. The conversation log of a handle
 is stored per message: ``committed_len`` messages are its committed transcript,
 the messages from there to ``log_len`` belong to the open turn (uncommitted
 until the turn completes; dropped if it is abandoned).
+
+Child ids are not part of the record: they are an append-only list kept under
+``children_log(id)`` (one entry per spawn), so spawning under a parent with
+100,000 children writes one small entry, not the whole list again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..model import JSON, Budget, HandleState, InboxItem, Request, Status, TaskResult, Usage
 from .checkpoint import Checkpoint
@@ -40,6 +44,8 @@ class Handle:
     tool_calls: int = 0
     # wakes of children waiting for a running-child slot, FIFO: [child id, prompt]
     wake_queue: list[list[str]] = field(default_factory=list)
+    # suspended inline while an interpreter answers; recovery turns it back into running
+    escalating: bool = False
     # kept in its own table, loaded with the handle
     cp: Checkpoint | None = field(default=None, repr=False)
     # not persisted
@@ -49,7 +55,7 @@ class Handle:
     def to_json(self) -> JSON:
         return {
             "id": self.id, "agent": self.agent, "parent": self.parent, "depth": self.depth,
-            "state": str(self.state), "children": list(self.children), "task_key": self.task_key,
+            "state": str(self.state), "task_key": self.task_key,
             "last_result": self.last_result.to_json() if self.last_result else None,
             "usage": self.usage.to_json(), "own_usage": self.own_usage.to_json(),
             "turns_total": self.turns_total,
@@ -58,6 +64,7 @@ class Handle:
             "committed_len": self.committed_len, "log_len": self.log_len,
             "budget": self.budget.to_json(), "spawned_at": self.spawned_at,
             "tool_calls": self.tool_calls, "wake_queue": [list(q) for q in self.wake_queue],
+            "escalating": self.escalating,
         }
 
     @classmethod
@@ -74,8 +81,14 @@ class Handle:
             spawn_count=int(d.get("spawn_count") or 0), committed_len=int(d.get("committed_len") or 0),
             log_len=int(d.get("log_len") or 0), budget=Budget.from_json(d.get("budget")),
             spawned_at=float(d.get("spawned_at") or 0.0), tool_calls=int(d.get("tool_calls") or 0),
-            wake_queue=[list(q) for q in d.get("wake_queue") or []],
+            wake_queue=[list(q) for q in d.get("wake_queue") or []], escalating=bool(d.get("escalating")),
         )
+
+    def restore_from(self, fresh: Handle) -> None:
+        """Take every persisted field (and the checkpoint) of ``fresh``; waiters and task stay."""
+        for f in fields(self):
+            if f.name not in ("waiters", "task"):
+                setattr(self, f.name, getattr(fresh, f.name))
 
     def result(self, status: Status, text: str, *, is_error: bool | None = None,
                pending: Request | None = None, limit: str | None = None) -> TaskResult:
@@ -89,3 +102,8 @@ class Handle:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(result)
+
+
+def children_log(handle_id: str) -> str:
+    """Where a handle's child ids are appended; ``#`` never occurs in a handle id."""
+    return handle_id + "#children"

@@ -40,9 +40,10 @@ from ..tools.base import Resolver, ToolExecutor
 from . import lifecycle, notes, wakes
 from . import resume as resume_mod
 from . import task as task_mod
+from .cache import HandleCache
 from .change import Change
 from .checkpoint import Call, Checkpoint
-from .handle import Handle
+from .handle import Handle, children_log
 from .resume import ResumeOutcome
 from .watch import watch as watch_events
 
@@ -69,7 +70,9 @@ class Runtime:
         self.options = options
         self.deps = deps
         self.created_at = created_at
-        self.handles: dict[str, Handle] = {}
+        self.handles = HandleCache(self._load_handle)
+        # handles load_handles found running, escalating or holding queued wakes
+        self._recovering: list[Handle] = []
         self.bus = EventBus()
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
         self._lock = asyncio.Lock()
@@ -86,12 +89,24 @@ class Runtime:
                 "key_digest": self.key_digest}
 
     def load_handles(self) -> None:
-        store = self.deps.store
-        for rec in store.handles(self.id):
-            h = Handle.from_json(rec)
-            cp = store.get_checkpoint(self.id, h.id)
-            h.cp = Checkpoint.from_json(cp) if cp else None
-            self.handles[h.id] = h
+        """Keep in memory only what recovery needs; parked handles stay on disk until used."""
+        for rec in self.deps.store.handles(self.id):
+            if _needs_recovery(rec):
+                h = self._read_handle(rec)
+                self.handles[h.id] = h
+                self._recovering.append(h)
+
+    def _load_handle(self, handle_id: str) -> Handle | None:
+        rec = self.deps.store.get_handle(self.id, handle_id)
+        return self._read_handle(rec) if rec is not None else None
+
+    def _read_handle(self, rec: JSON) -> Handle:
+        h = Handle.from_json(rec)
+        if h.spawn_count:
+            h.children = [m["id"] for m in self.deps.store.messages(self.id, children_log(h.id))]
+        cp = self.deps.store.get_checkpoint(self.id, h.id)
+        h.cp = Checkpoint.from_json(cp) if cp else None
+        return h
 
     def replace_registry(self, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
                          model: ModelTransport) -> None:
@@ -138,18 +153,14 @@ class Runtime:
         return batch
 
     def _restore(self, change: Change) -> None:
-        """After a failed commit, the store is the truth: reload what the change touched."""
-        store = self.deps.store
+        """After a failed commit, the store is the truth: reload what the change touched, in place
+        (whoever holds a handle keeps holding the one the cache hands out)."""
         for hid, h in change.handles.items():
-            rec = store.get_handle(self.id, hid)
+            rec = self.deps.store.get_handle(self.id, hid)
             if rec is None:
                 self.handles.pop(hid, None)
                 continue
-            fresh = Handle.from_json(rec)
-            cp = store.get_checkpoint(self.id, hid)
-            fresh.cp = Checkpoint.from_json(cp) if cp else None
-            fresh.waiters, fresh.task = h.waiters, h.task
-            self.handles[hid] = fresh
+            h.restore_from(self._read_handle(rec))
 
     def last_seq(self) -> int:
         return self._next_seq - 1
@@ -314,17 +325,18 @@ class Runtime:
 
     def recover(self) -> int:
         """Continue every handle that was running (or escalating inline) when the daemon stopped."""
-        for h in self.handles.values():
-            if h.state is HandleState.SUSPENDED and h.cp is not None and h.cp.escalating:
-                h.state, h.pending, h.cp.escalating = HandleState.RUNNING, None, False
-        running = [h for h in self.handles.values() if h.state is HandleState.RUNNING]
+        for h in self._recovering:
+            if h.state is HandleState.SUSPENDED and h.escalating:
+                h.state, h.pending, h.escalating = HandleState.RUNNING, None, False
+        running = [h for h in self._recovering if h.state is HandleState.RUNNING]
         for h in running:
             self.launch(h)
         return len(running)
 
     async def recover_queues(self) -> None:
         """Start queued wakes whose slot was freed just before a crash."""
-        for h in list(self.handles.values()):
+        recovering, self._recovering = self._recovering, []
+        for h in recovering:
             if h.wake_queue and h.children:
                 await wakes.slot_freed(self, self.handles[h.children[0]])
 
@@ -345,3 +357,9 @@ def settled_result(h: Handle) -> TaskResult | None:
     if h.state is HandleState.IDLE and h.last_result is not None:
         return h.last_result
     return None
+
+
+def _needs_recovery(rec: JSON) -> bool:
+    """Running (or escalating inline) handles continue on start; queued wakes may need a slot."""
+    return (rec.get("state") == HandleState.RUNNING or bool(rec.get("wake_queue"))
+            or bool(rec.get("escalating")) or rec.get("id") == ROOT_ID)

@@ -258,8 +258,14 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
     default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
     result = await _invoke(rt, h, call, answer, default_id)
     if result.pending is not None and not answered and not is_task_call(rt, h, call):
-        inline = await try_inline(rt, h, call.call_id, result.pending,
-                                  lambda ans: _invoke(rt, h, call, ans, default_id))
+
+        async def reinvoke(ans: Answer) -> ToolResult:
+            # a new attempt gets a new call_id: workers answer a repeated call_id from their cache
+            step.attempts[i] = step.attempts.get(i, 0) + 1
+            call.call_id = step.call_id(f"{rt.id}/{h.id}", i)
+            return await _invoke(rt, h, call, ans, default_id)
+
+        inline = await try_inline(rt, h, call.call_id, result.pending, reinvoke)
         result = inline if inline is not None else result
     again, before = result.pending, prior.pending if prior is not None else None
     if answered and again is not None and before is not None and not is_task_call(rt, h, call):

@@ -16,7 +16,7 @@ from . import budget as budgets
 from . import notes
 from .change import Change
 from .checkpoint import Checkpoint
-from .handle import Handle
+from .handle import Handle, children_log
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -38,6 +38,7 @@ async def spawn(rt: Runtime, parent_id: str, agent_name: str, budget: Budget | N
     parent.children.append(child.id)
     rt.handles[child.id] = child
     change = Change().save(parent, child)
+    change.messages.append((children_log(parent.id), len(parent.children) - 1, {"id": child.id}))
     change.event(child, EventType.SPAWNED, notes.spawned(child.id, child.depth, eff.max_tokens),
                  data={"agent": agent.name, "parent": parent.id})
     await rt.commit(change)
