@@ -15,11 +15,20 @@ from ..model import AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolSource
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RUNTIME_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 TASK_TOOL = "task"
-SUPPORTED_STYLES = {LlmStyle.OPENAI, LlmStyle.WORKER}
+SUPPORTED_STYLES = {LlmStyle.OPENAI, LlmStyle.ANTHROPIC, LlmStyle.WORKER}
 
 
-def validate(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions) -> None:
-    """Raise InvalidArgument naming every problem of the registry, or return."""
+def validate(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions,
+             earlier: Sequence[str] = ()) -> None:
+    """Raise InvalidArgument naming every problem (``earlier`` ones first), or return."""
+    found = [*earlier, *problems(agents, llm, options)]
+    if found:
+        numbered = "; ".join(f"{i}) {p}" for i, p in enumerate(found, 1))
+        raise InvalidArgument(f"invalid registry: {numbered}")
+
+
+def problems(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions) -> list[str]:
+    """Every problem of the registry, LLM config and options, in a stable order."""
     problems: list[str] = []
     if not agents:
         problems.append("the registry has no agents")
@@ -33,9 +42,7 @@ def validate(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions
                  "event_retention", "max_turns"):
         if getattr(options, name) < 0:
             problems.append(f"options.{name} must not be negative")
-    if problems:
-        numbered = "; ".join(f"{i}) {p}" for i, p in enumerate(problems, 1))
-        raise InvalidArgument(f"invalid registry: {numbered}")
+    return problems
 
 
 def _agent_problems(agent: AgentDef, known: set[str], llm: LlmConfig) -> list[str]:
@@ -67,9 +74,10 @@ def _agent_problems(agent: AgentDef, known: set[str], llm: LlmConfig) -> list[st
 
 def _llm_problems(llm: LlmConfig) -> list[str]:
     if llm.style not in SUPPORTED_STYLES:
-        return [f'llm.style "{llm.style}" is not supported by this daemon (use openai or worker)']
-    if llm.style is LlmStyle.OPENAI and not llm.base_url.startswith(("http://", "https://")):
-        return [f'llm.base_url "{llm.base_url}" must be an http:// or https:// URL for style openai']
+        return [f'llm.style "{llm.style}" is not supported by this daemon (use openai, anthropic or worker)']
+    http_style = llm.style in (LlmStyle.OPENAI, LlmStyle.ANTHROPIC)
+    if http_style and llm.base_url and not llm.base_url.startswith(("http://", "https://")):
+        return [f'llm.base_url "{llm.base_url}" must be an http:// or https:// URL for style {llm.style}']
     return []
 
 

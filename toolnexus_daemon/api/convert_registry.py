@@ -1,0 +1,107 @@
+"""``NewRequest`` -> the runtime's registry (agents, LLM config, options) and its validation.
+
+Split from ``api.convert`` because converting a registry is also checking
+it: an unknown tool source or LLM style cannot become a domain value, so it is
+collected as a problem here. ``New`` must name every problem at once (DESIGN
+§3), so when this layer finds any, the engine's own registry checks run on
+the rest and one INVALID_ARGUMENT lists them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.registry import validate
+from ..errors import InvalidArgument
+from ..model import AgentDef, Budget, HttpConfig, LlmConfig, LlmStyle, RuntimeOptions, ToolDef, ToolSource
+from ._gen import runtime_pb2 as pb
+from .convert import from_struct, optional_struct
+
+DEFAULT_RETRIES = 3
+DEFAULT_TIMEOUT_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Registry:
+    agents: list[AgentDef]
+    llm: LlmConfig
+    options: RuntimeOptions
+
+
+def registry_from(req: pb.NewRequest) -> Registry:
+    """The registry of a ``New`` call; INVALID_ARGUMENT naming every problem found."""
+    problems: list[str] = []
+    agents = [_agent(a, problems) for a in req.agents]
+    llm = _llm(req.llm, problems)
+    options = options_from(req.options)
+    if problems:
+        validate(agents, llm, options, earlier=problems)
+    return Registry(agents, llm, options)
+
+
+def budget_from(msg: pb.Budget) -> Budget:
+    return Budget(max_turns=msg.max_turns, max_tokens=msg.max_tokens, max_tool_calls=msg.max_tool_calls,
+                  max_wall_ms=msg.max_wall_ms, max_children=msg.max_children,
+                  max_concurrent=msg.max_concurrent, max_depth=msg.max_depth)
+
+
+def spawn_budget(msg: pb.SpawnRequest) -> Budget | None:
+    """The optional budget of a Spawn; negative fields are INVALID_ARGUMENT."""
+    if not msg.HasField("budget"):
+        return None
+    budget = budget_from(msg.budget)
+    negative = [name for name, value in vars(budget).items() if value < 0]
+    if negative:
+        raise InvalidArgument(f"budget.{', budget.'.join(negative)} must not be negative (0 = unset)")
+    return budget
+
+
+def options_from(msg: pb.RuntimeOptions) -> RuntimeOptions:
+    """Runtime options; a 0 field takes the default of DESIGN §2."""
+    return RuntimeOptions.from_json({
+        "max_concurrent_turns": msg.max_concurrent_turns, "inbox_cap": msg.inbox_cap,
+        "close_grace_ms": msg.close_grace_ms, "tool_timeout_ms": msg.tool_timeout_ms,
+        "wait_for": msg.wait_for, "event_retention": msg.event_retention, "max_turns": msg.max_turns})
+
+
+def _agent(msg: pb.AgentDef, problems: list[str]) -> AgentDef:
+    where = f'agent "{msg.name}"'
+    return AgentDef(name=msg.name, does=msg.does, model=msg.model or "inherit", soul=msg.soul,
+                    tools=tuple(_tool(t, where, problems) for t in msg.tools), team=tuple(msg.team),
+                    budget=budget_from(msg.budget), wait_for=msg.wait_for,
+                    request_params=optional_struct(msg, "request_params") or {})
+
+
+def _tool(msg: pb.ToolDef, where: str, problems: list[str]) -> ToolDef:
+    sources = {s.value: s for s in ToolSource}
+    source = sources.get(msg.source or ToolSource.NATIVE.value)
+    if source is None:
+        problems.append(f'{where}: tool "{msg.name}" has unknown source "{msg.source}" '
+                        f"(use {', '.join(sources)})")
+    http = _http(msg.http, f'{where}: tool "{msg.name}"', problems) if msg.HasField("http") else None
+    return ToolDef(name=msg.name, description=msg.description,
+                   input_schema=from_struct(msg.input_schema), source=source or ToolSource.NATIVE, http=http)
+
+
+def _http(msg: pb.HttpConfig, where: str, problems: list[str]) -> HttpConfig:
+    if msg.timeout_ms < 0:
+        problems.append(f"{where}: http.timeout_ms must not be negative (0 = the default)")
+    return HttpConfig(method=msg.method, url=msg.url, headers=dict(msg.headers), query=tuple(msg.query),
+                      timeout_ms=max(0, msg.timeout_ms))
+
+
+def _llm(msg: pb.LlmConfig, problems: list[str]) -> LlmConfig:
+    styles = {s.value: s for s in LlmStyle}
+    style = styles.get(msg.style or LlmStyle.OPENAI.value)
+    if style is None:
+        problems.append(f'unknown llm.style "{msg.style}" (use {", ".join(styles)})')
+    if msg.retries < -1:
+        problems.append("llm.retries must be -1 (no retries), 0 (the default, 3) or a positive count")
+    for name in ("timeout_ms", "max_tokens"):
+        if getattr(msg, name) < 0:
+            problems.append(f"llm.{name} must not be negative (0 = the default)")
+    return LlmConfig(style=style or LlmStyle.OPENAI, base_url=msg.base_url, model=msg.model,
+                     api_key_env=msg.api_key_env, headers=dict(msg.headers),
+                     retries=msg.retries or DEFAULT_RETRIES, timeout_ms=msg.timeout_ms or DEFAULT_TIMEOUT_MS,
+                     stream=msg.stream, request_params=optional_struct(msg, "request_params") or {},
+                     max_tokens=max(0, msg.max_tokens))

@@ -1,0 +1,194 @@
+"""The ``AgentRuntime`` servicer: each method converts, calls the engine, converts back.
+
+No agent logic lives here. Errors are translated by the ``status``
+decorators; every method naming a runtime checks its runtime key first
+(``keys.open_runtime``). Wait and Resume can block for as long as an agent
+runs, so on shutdown they end with UNAVAILABLE instead of holding the
+daemon's exit hostage: the state they wait on is durable and a client
+simply retries them once the daemon is back (a repeated Resume answers
+``duplicate``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from typing import Any, TypeAlias, TypeVar
+
+from grpc import aio
+
+from .. import __version__
+from ..engine.engine import Engine
+from ..engine.runtime import Runtime
+from ..errors import InvalidArgument, Unavailable
+from ..model import ROOT_ID, RuntimeOptions
+from ..workers import WorkerHub
+from . import convert
+from ._gen import runtime_pb2 as pb
+from ._gen import runtime_pb2_grpc as pb_grpc
+from .convert_registry import registry_from, spawn_budget
+from .keys import open_runtime, presented_key
+from .status import streaming, unary
+from .worker_channel import serve_worker
+
+T = TypeVar("T")
+Ctx: TypeAlias = aio.ServicerContext[Any, Any]
+
+# DESIGN §2 defaults the engine applies that RuntimeOptions does not carry
+DESIGN_LIMITS = {"max_depth": 3, "max_children": 8, "llm_retries": 3, "llm_timeout_ms": 60_000}
+
+
+class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc]  # generated, untyped base
+    def __init__(self, engine: Engine, hub: WorkerHub, server_limits: Mapping[str, int]) -> None:
+        self._engine = engine
+        self._hub = hub
+        self._server_limits = dict(server_limits)
+        self._closing = asyncio.Event()
+        self._open = False
+
+    def open(self) -> None:
+        """Recovery is done: start answering (until then every RPC is UNAVAILABLE)."""
+        self._open = True
+
+    def _require_open(self) -> None:
+        if not self._open:
+            raise Unavailable("the daemon is recovering its runtimes; retry shortly (health is NOT_SERVING)")
+
+    def _runtime(self, runtime_id: str, context: Ctx) -> Runtime:
+        self._require_open()
+        return open_runtime(self._engine, runtime_id, context)
+
+    def begin_shutdown(self) -> None:
+        """Make blocked Wait/Resume calls return UNAVAILABLE now."""
+        self._closing.set()
+
+    async def _until_closing(self, work: Awaitable[T]) -> T:
+        task = asyncio.ensure_future(work)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({task, closing}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                return task.result()
+            raise Unavailable("the daemon is shutting down; the state is durable, retry once it serves again")
+        finally:
+            closing.cancel()
+            if not task.done():
+                task.cancel()
+
+    # ------------------------------------------------------------------ runtimes
+
+    @unary
+    async def New(self, request: pb.NewRequest, context: Ctx) -> pb.NewResponse:
+        self._require_open()
+        reg = registry_from(request)
+        out = await self._engine.new(request.runtime_id, reg.agents, reg.llm, reg.options,
+                                     request.runtime_key or presented_key(context))
+        return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached)
+
+    @unary
+    async def Shutdown(self, request: pb.ShutdownRequest, context: Ctx) -> pb.ShutdownResponse:
+        self._runtime(request.runtime_id, context)
+        await self._engine.shutdown_runtime(request.runtime_id, request.purge)
+        if request.purge:
+            self._hub.detach_runtime(request.runtime_id)
+        return pb.ShutdownResponse()
+
+    @unary
+    async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
+        self._require_open()
+        options = RuntimeOptions()
+        if request.runtime_id:
+            options = self._runtime(request.runtime_id, context).options
+        info = self._engine.store.info()
+        limits = {**_option_limits(options), **DESIGN_LIMITS, **self._server_limits,
+                  "store_map_size_bytes": info.map_size_bytes}
+        return pb.InfoResponse(version=__version__, store_path=info.path, store_size_bytes=info.size_bytes,
+                               limits=limits, runtimes=len(self._engine.runtimes()),
+                               format_version=str(info.format_version))
+
+    # ------------------------------------------------------------------ handles
+
+    @unary
+    async def Spawn(self, request: pb.SpawnRequest, context: Ctx) -> pb.SpawnResponse:
+        rt = self._runtime(request.runtime_id, context)
+        h = await rt.spawn(request.parent or ROOT_ID, request.agent, spawn_budget(request))
+        return pb.SpawnResponse(handle=h.id)
+
+    @unary
+    async def Wake(self, request: pb.WakeRequest, context: Ctx) -> pb.WakeResponse:
+        rt = self._runtime(request.runtime_id, context)
+        return pb.WakeResponse(queued=await rt.wake(request.handle, request.prompt))
+
+    @unary
+    async def Wait(self, request: pb.WaitRequest, context: Ctx) -> pb.TaskResult:
+        if request.timeout_ms < 0:
+            raise InvalidArgument("timeout_ms must not be negative (0 = wait without a limit)")
+        rt = self._runtime(request.runtime_id, context)
+        result = await self._until_closing(rt.wait(request.handle, request.timeout_ms))
+        return convert.result_to(result)
+
+    @unary
+    async def Resume(self, request: pb.ResumeRequest, context: Ctx) -> pb.ResumeResponse:
+        if not request.HasField("answer"):
+            raise InvalidArgument("answer is required")
+        answer = convert.answer_from(request.answer)
+        rt = self._runtime(request.runtime_id, context)
+        out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait))
+        response = pb.ResumeResponse(handle=out.handle, duplicate=out.duplicate)
+        if out.result is not None:
+            response.result.CopyFrom(convert.result_to(out.result))
+        return response
+
+    @unary
+    async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
+        rt = self._runtime(request.runtime_id, context)
+        return convert.snapshot_to(rt.snapshot(request.handle))
+
+    @unary
+    async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
+        rt = self._runtime(request.runtime_id, context)
+        return pb.ListResponse(handles=[convert.snapshot_to(h) for h in rt.list()])
+
+    @unary
+    async def Post(self, request: pb.PostRequest, context: Ctx) -> pb.PostResponse:
+        rt = self._runtime(request.runtime_id, context)
+        await rt.post(request.handle, convert.inbox_item_from(request.item))
+        return pb.PostResponse()
+
+    @unary
+    async def Interrupt(self, request: pb.InterruptRequest, context: Ctx) -> pb.InterruptResponse:
+        rt = self._runtime(request.runtime_id, context)
+        await rt.interrupt(request.handle)
+        return pb.InterruptResponse()
+
+    @unary
+    async def Close(self, request: pb.CloseRequest, context: Ctx) -> pb.CloseResponse:
+        rt = self._runtime(request.runtime_id, context)
+        await rt.close(request.handle)
+        return pb.CloseResponse()
+
+    # ------------------------------------------------------------------ streams
+
+    @streaming
+    async def Watch(self, request: pb.WatchRequest, context: Ctx) -> AsyncGenerator[pb.Event, None]:
+        types = convert.event_types(list(request.types))
+        rt = self._runtime(request.runtime_id, context)
+        events = rt.watch(request.after_seq, types, request.handle)
+        try:
+            async for event in events:
+                yield convert.event_to(event)
+        finally:
+            # end the engine's subscription now (a cancelled stream), not when the generator is collected
+            await events.aclose()
+
+    @streaming
+    def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
+                context: Ctx) -> AsyncGenerator[pb.DaemonMessage, None]:
+        self._require_open()
+        return serve_worker(self._engine, self._hub, request_iterator, context)
+
+
+def _option_limits(options: RuntimeOptions) -> dict[str, int]:
+    return {"max_concurrent_turns": options.max_concurrent_turns, "inbox_cap": options.inbox_cap,
+            "close_grace_ms": options.close_grace_ms, "tool_timeout_ms": options.tool_timeout_ms,
+            "max_turns": options.max_turns, "event_retention": options.event_retention}

@@ -1,0 +1,81 @@
+"""Domain errors -> gRPC status, translated once at the edge.
+
+Every ``DaemonError`` names its status code as a string (``errors.py`` never
+imports grpc); the decorators here wrap each servicer method so a domain
+error aborts the RPC with that code and its message, and anything else is a
+bug: logged with its traceback and reported as INTERNAL with a generic
+message (an exception's text may carry data that must not leave the daemon).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from grpc import aio
+
+from ..errors import DaemonError
+
+log = logging.getLogger("toolnexus_daemon.api")
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Self = TypeVar("Self")
+INTERNAL_MESSAGE = "internal error; the daemon log has the details"
+
+
+def status_code(err: DaemonError) -> grpc.StatusCode:
+    """The gRPC code a domain error names; INTERNAL for an unknown name."""
+    try:
+        return grpc.StatusCode[err.code]
+    except KeyError:
+        return grpc.StatusCode.INTERNAL
+
+
+async def abort_with(context: aio.ServicerContext[Any, Any], exc: Exception, method: str) -> NoReturn:
+    """Abort the RPC for ``exc``: its own status if it is a domain error, else INTERNAL."""
+    if isinstance(exc, DaemonError):
+        await context.abort(status_code(exc), str(exc))
+    log.error("RPC failed with an unexpected error", exc_info=exc, extra={"method": method})
+    await context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
+    raise AssertionError("unreachable: context.abort raises")
+
+
+def unary(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+          ) -> Callable[[Self, Req, aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """Wrap a unary (or stream-in) servicer method with the error translation."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Self, request: Req, context: aio.ServicerContext[Any, Any]) -> Resp:
+        try:
+            return await fn(self, request, context)
+        except aio.AbortError:
+            raise
+        except Exception as exc:
+            await abort_with(context, exc, fn.__name__)
+
+    return wrapper
+
+
+def streaming(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], AsyncGenerator[Resp, None]],
+              ) -> Callable[[Self, Req, aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]:
+    """Wrap a server-streaming servicer method (an async generator) with the error translation."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Self, request: Req,
+                      context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Resp]:
+        try:
+            # aclosing: a cancelled stream must run the inner generator's cleanup now, not at GC
+            async with contextlib.aclosing(fn(self, request, context)) as items:
+                async for item in items:
+                    yield item
+        except aio.AbortError:
+            raise
+        except Exception as exc:
+            await abort_with(context, exc, fn.__name__)
+
+    return wrapper

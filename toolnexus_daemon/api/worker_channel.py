@@ -1,0 +1,122 @@
+"""The ``Connect`` stream: one app worker, bridged to the daemon's ``WorkerHub`` (DESIGN §6).
+
+The first message must be ``hello``; it names a runtime (which must exist and
+accept the caller's runtime key) and what the worker serves. The session is
+then attached to the hub, a ``Welcome`` goes out, and two things run until
+either side ends: this generator drains the session's outbox onto the wire,
+and a reader task hands each reply to the hub. Detaching in ``finally``
+re-queues whatever the worker had not answered, with the same ``call_id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from grpc import aio
+
+from ..engine.engine import Engine
+from ..errors import InvalidArgument
+from ..model import JSON, Answer, Request
+from ..workers import CallKind, Outgoing, WorkerHub, WorkerSession
+from ._gen import runtime_pb2 as pb
+from .convert import answer_from, answer_to, optional_struct, request_from, request_to, to_struct
+from .keys import open_runtime
+
+log = logging.getLogger("toolnexus_daemon.api")
+
+
+async def serve_worker(engine: Engine, hub: WorkerHub, requests: AsyncIterator[pb.WorkerMessage],
+                       context: aio.ServicerContext[Any, Any]) -> AsyncGenerator[pb.DaemonMessage, None]:
+    """The body of ``Connect``: yields DaemonMessages until the worker or the daemon goes away."""
+    session = await _handshake(engine, requests, context)
+    hub.attach(session)
+    reader = asyncio.create_task(_read_replies(hub, session, requests), name=f"worker {session.worker_id}")
+    log.info("worker connected", extra={"runtime": session.runtime_id, "worker_id": session.worker_id})
+    try:
+        yield pb.DaemonMessage(welcome=pb.Welcome(worker_id=session.worker_id, runtime_id=session.runtime_id))
+        while (out := await session.outbox.get()) is not None:
+            yield daemon_message(out)
+    finally:
+        reader.cancel()
+        hub.detach(session)
+        log.info("worker disconnected", extra={"runtime": session.runtime_id, "worker_id": session.worker_id})
+
+
+async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
+                     context: aio.ServicerContext[Any, Any]) -> WorkerSession:
+    first = await anext(requests, None)
+    if first is None or first.WhichOneof("msg") != "hello":
+        raise InvalidArgument("first message must be hello")
+    hello = first.hello
+    rt = open_runtime(engine, hello.runtime_id, context)
+    worker_id = hello.worker_id or "worker-" + secrets.token_hex(4)
+    return WorkerSession(runtime_id=rt.id, worker_id=worker_id, tools=frozenset(hello.tools),
+                         llm=hello.llm, resolver=hello.resolver)
+
+
+async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage],
+                        ) -> None:
+    """Deliver each reply to the hub; when the worker stops sending, end the session."""
+    try:
+        async for msg in requests:
+            kind = msg.WhichOneof("msg")
+            if kind == "hello":
+                log.warning("ignoring a second hello on a worker stream",
+                            extra={"runtime": session.runtime_id, "worker_id": session.worker_id})
+                continue
+            if kind is None:
+                continue
+            try:
+                call_id, reply = worker_reply(msg)
+            except InvalidArgument as exc:
+                log.warning("ignoring a malformed worker reply", extra={"worker_id": session.worker_id,
+                                                                        "error": str(exc)})
+                continue
+            if not hub.deliver(session, call_id, reply):
+                log.info("reply for a call nobody waits on (already answered or timed out)",
+                         extra={"runtime": session.runtime_id, "call_id": call_id})
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a broken stream ends the session; its calls are re-sent
+        log.info("worker stream ended", extra={"worker_id": session.worker_id, "error": type(exc).__name__})
+    finally:
+        hub.detach(session)
+
+
+def daemon_message(out: Outgoing) -> pb.DaemonMessage:
+    """A hub call as the wire message the worker receives."""
+    p = out.payload
+    if out.kind is CallKind.TOOL:
+        call = pb.ToolCall(call_id=out.call_id, handle=out.handle, tool=str(p.get("tool") or ""),
+                           arguments=to_struct(p.get("arguments")))
+        if p.get("answer"):
+            call.answer.CopyFrom(answer_to(Answer.from_json(p["answer"])))
+        return pb.DaemonMessage(tool_call=call)
+    if out.kind is CallKind.LLM:
+        return pb.DaemonMessage(llm_call=pb.LlmCall(call_id=out.call_id, handle=out.handle,
+                                                    body=to_struct(p.get("body"))))
+    resolve = pb.Resolve(call_id=out.call_id, handle=out.handle,
+                         request=request_to(Request.from_json(p.get("request") or {})))
+    return pb.DaemonMessage(resolve=resolve)
+
+
+def worker_reply(msg: pb.WorkerMessage) -> tuple[str, JSON]:
+    """A worker's reply as ``(call_id, payload)`` in the shape the hub's callers read."""
+    kind = msg.WhichOneof("msg")
+    if kind == "tool_outcome":
+        o = msg.tool_outcome
+        pending = request_from(o.pending).to_json() if o.HasField("pending") else None
+        return o.call_id, {"output": o.output, "is_error": o.is_error,
+                           "metadata": optional_struct(o, "metadata"), "pending": pending}
+    if kind == "llm_reply":
+        r = msg.llm_reply
+        return r.call_id, {"status": r.status or 200, "body": optional_struct(r, "body") or {},
+                           "error": r.error}
+    if kind == "resolve_reply":
+        rr = msg.resolve_reply
+        return rr.call_id, {"answer": answer_from(rr.answer, require_id=False).to_json()}
+    raise InvalidArgument(f"unexpected worker message {kind!r}")

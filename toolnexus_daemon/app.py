@@ -1,0 +1,136 @@
+"""The composition root: builds the store, hub, executors, engine and server, runs, shuts down.
+
+Order matters on the way up (the store lock is taken before anything listens;
+health stays NOT_SERVING until recovery has relaunched the running handles)
+and on the way down (SIGTERM/SIGINT: NOT_SERVING, stop accepting RPCs, stop
+the engine's turns, end the streams, give in-flight RPCs the grace period,
+close the HTTP clients, close the store). Exit codes: 0 after a clean
+shutdown, 2 when the data directory is held by another daemon or an address
+cannot be bound, 1 for anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+
+from grpc import aio
+from grpc_health.v1._async import HealthServicer
+
+from .api.server import ListenError, create_server, set_health
+from .api.servicer import AgentRuntimeServicer
+from .clock import SystemClock
+from .config import Settings
+from .engine.engine import Engine
+from .errors import StoreError, StoreLocked
+from .llm.factory import model_factory
+from .logs import configure
+from .model import ToolSource
+from .store.lmdb_store import LmdbStore
+from .tools.base import ToolExecutor
+from .tools.http_tool import HttpToolExecutor
+from .tools.native import NativeExecutor
+from .tools.resolver import HubResolver
+from .tools.webhook import WebhookExecutor
+from .workers import WorkerHub
+
+log = logging.getLogger("toolnexus_daemon")
+
+
+@dataclass
+class _Daemon:
+    engine: Engine
+    hub: WorkerHub
+    server: aio.Server
+    servicer: AgentRuntimeServicer
+    health: HealthServicer
+    addresses: list[str]
+    executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor]
+
+
+def run(settings: Settings) -> int:
+    """Serve until SIGTERM/SIGINT; returns the process exit code."""
+    configure(settings.log_level)
+    try:
+        store = LmdbStore(settings.data_dir, map_size=settings.map_size, sync=settings.sync)
+    except StoreLocked as exc:
+        print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except StoreError as exc:
+        print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        return asyncio.run(_serve(settings, store))
+    except ListenError as exc:
+        print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception:
+        log.exception("daemon failed")
+        return 1
+    finally:
+        store.close()
+
+
+def _build(settings: Settings, store: LmdbStore) -> _Daemon:
+    hub = WorkerHub()
+    executors = (NativeExecutor(hub), WebhookExecutor(), HttpToolExecutor())
+    by_source: dict[ToolSource, ToolExecutor] = {
+        ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
+    engine = Engine(store, clock=SystemClock(), model_for=model_factory(hub), executors=by_source,
+                    resolver=HubResolver(hub))
+    health = HealthServicer()
+    server, addresses, servicer = create_server(settings, engine, hub, health)
+    return _Daemon(engine, hub, server, servicer, health, addresses, executors)
+
+
+async def _serve(settings: Settings, store: LmdbStore) -> int:
+    stop = _stop_on_signals()
+    daemon = _build(settings, store)
+    await set_health(daemon.health, serving=False)
+    await daemon.server.start()
+    try:
+        recovered = await daemon.engine.start()
+        daemon.servicer.open()
+        await set_health(daemon.health, serving=True)
+        log.info("serving", extra={"addresses": daemon.addresses, "recovered": recovered,
+                                   "data_dir": str(settings.data_dir)})
+        await stop.wait()
+        log.info("shutting down", extra={"grace_s": settings.grace})
+    finally:
+        await _shutdown(daemon, settings.grace)
+    log.info("stopped")
+    return 0
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """The first SIGTERM/SIGINT asks for a graceful stop; a second one exits at once."""
+    stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            # safe: every acknowledged change is already committed (DESIGN §5)
+            log.warning("second signal during shutdown: exiting now")
+            os._exit(1)
+        stop.set()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    return stop
+
+
+async def _shutdown(daemon: _Daemon, grace: float) -> None:
+    await daemon.health.enter_graceful_shutdown()
+    daemon.servicer.begin_shutdown()
+    # stop() rejects new RPCs at once; in-flight ones get the grace period
+    stopping = asyncio.create_task(daemon.server.stop(grace))
+    await daemon.engine.stop()
+    for rt in daemon.engine.runtimes():
+        daemon.hub.detach_runtime(rt.id)
+    await stopping
+    for executor in daemon.executors:
+        await executor.aclose()

@@ -1,0 +1,47 @@
+"""The ``toolnexus-daemon`` command: ``serve`` (the sidecar) and ``dev-model`` (the scripted model).
+
+Only dispatches: flags are parsed by ``config`` (serve) and by the dev model
+server's own ``main``; imports are deferred so ``dev-model`` starts without
+loading gRPC or LMDB.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+USAGE = """usage: toolnexus-daemon COMMAND [options]
+
+commands:
+  serve       run the gRPC sidecar (toolnexus-daemon serve --help)
+  dev-model   serve the scripted OpenAI-compatible mock model and the demo approval webhook
+              (toolnexus-daemon dev-model --listen 127.0.0.1:8099)
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command, rest = (args[0], args[1:]) if args else ("", [])
+    if command == "serve":
+        from . import app, config
+
+        return app.run(config.load(rest, os.environ))
+    if command == "dev-model":
+        from .devtools.model_server import main as dev_model_main
+
+        return dev_model_main(rest)
+    if command in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    if command in ("-V", "--version", "version"):
+        from . import __version__
+
+        print(f"toolnexus-daemon {__version__}")
+        return 0
+    print(USAGE + (f"\nunknown command {command!r}\n" if command else ""), file=sys.stderr, end="")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
