@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..clock import Clock
 from ..errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StoreError
 from ..llm.base import ModelTransport
-from ..model import ROOT_ID, AgentDef, LlmConfig, RuntimeOptions, ToolSource
+from ..model import ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
 from ..tools.base import Resolver, ToolExecutor
 from .registry import validate, validate_runtime_id
@@ -28,6 +28,7 @@ from .runtime import Runtime, RuntimeDeps
 log = logging.getLogger("toolnexus_daemon.engine")
 
 ModelFactory = Callable[[LlmConfig], ModelTransport]
+Observer = Callable[[Runtime, list[Event]], None]
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,14 @@ class Engine:
     """Owns the runtimes; one per daemon."""
 
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
-                 executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None) -> None:
+                 executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
+                 observer: Observer | None = None) -> None:
         self.store = store
         self.clock = clock
         self._model_for = model_for
         self._executors = executors
         self._resolver = resolver
+        self._observer = observer
         self._runtimes: dict[str, Runtime] = {}
         # runtimes whose records could not be read at start: id -> what the store said
         self._damaged: dict[str, str] = {}
@@ -96,7 +99,8 @@ class Engine:
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
         deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
-                           executors=self._executors, resolver=self._resolver)
+                           executors=self._executors, resolver=self._resolver,
+                               observer=self._observer)
         return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
                        key_digest=str(rec.get("key_digest") or ""))
 
@@ -123,7 +127,8 @@ class Engine:
                 return NewOutcome(existing.id, ROOT_ID, True)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
-                               executors=self._executors, resolver=self._resolver)
+                               executors=self._executors, resolver=self._resolver,
+                               observer=self._observer)
             rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..clock import Clock, rfc3339
@@ -57,6 +57,8 @@ class RuntimeDeps:
     model: ModelTransport
     executors: Mapping[ToolSource, ToolExecutor]
     resolver: Resolver | None = None
+    # sees every committed batch of events (metrics); must not block or raise
+    observer: Callable[[Runtime, list[Event]], None] | None = None
 
 
 class Runtime:
@@ -136,6 +138,8 @@ class Runtime:
                 raise
             self._next_seq += len(events)
             self.bus.publish(events)
+            if self.deps.observer is not None:
+                self.deps.observer(self, events)
 
     def _batch(self, change: Change, events: list[Event]) -> Batch:
         rid = self.id

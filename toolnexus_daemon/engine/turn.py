@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from ..errors import StoreError
@@ -65,8 +66,9 @@ async def _loop(rt: Runtime, h: Handle) -> None:
                     await _settle_incomplete(rt, h, cp, text, spent[1],
                                              f"{h.id}: running→idle (INCOMPLETE: {text})")
                     return
+                started = time.monotonic()
                 reply = await _ask_model(rt, h, cp)
-                await _record_reply(rt, h, cp, reply)
+                await _record_reply(rt, h, cp, reply, int((time.monotonic() - started) * 1000))
             else:
                 await _run_step(rt, h, cp, cp.step)
                 if await _maybe_suspend(rt, h, cp, cp.step):
@@ -161,7 +163,7 @@ def _add_usage(rt: Runtime, h: Handle, reply: ModelReply) -> list[Handle]:
     return touched
 
 
-async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelReply) -> None:
+async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelReply, latency_ms: int) -> None:
     h.turns_total += 1
     cp.turns += 1
     cp.tokens += reply.usage.total_tokens
@@ -170,7 +172,7 @@ async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelRepl
     h.log_len += 1
     change = Change().save(*touched).message(h, index, reply.message)
     change.event(h, EventType.MODEL_CALL, notes.model_call(h.id, cp.turns, reply.usage.total_tokens),
-                 data={"usage": reply.usage.to_json()})
+                 data={"usage": reply.usage.to_json(), "latency_ms": latency_ms})
     base = f"{rt.id}/{h.id}"
     calls = _parse_calls(base, h.turns_total, reply.message)
     if not calls:
@@ -256,6 +258,7 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
     prior = step.results.get(i)
     answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
     default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
+    started = time.monotonic()
     result = await _invoke(rt, h, call, answer, default_id)
     if result.pending is not None and not answered and not is_task_call(rt, h, call):
 
@@ -272,9 +275,11 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
         result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False)
     step.results[i] = result
     outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
+    latency_ms = int((time.monotonic() - started) * 1000)
     change = Change().checkpoint(h, cp)
     change.event(h, EventType.TOOL_RESULT, notes.tool_result(h.id, call.name, outcome),
-                 data={"tool": call.name, "call_id": call.call_id, "outcome": outcome})
+                 data={"tool": call.name, "call_id": call.call_id, "outcome": outcome,
+                       "source": _source(rt, h, call), "latency_ms": latency_ms})
     await rt.commit(change)
 
 
@@ -285,6 +290,14 @@ def _resolve_repeat(again: Request, before: Request, ok: bool) -> ToolResult:
     if again.id == before.id:
         return ToolResult(output=f"declined/expired: {again.prompt}")
     return ToolResult(output="", pending=again)
+
+
+def _source(rt: Runtime, h: Handle, call: Call) -> str:
+    """Where the call ran (``task`` for delegation), for tool-call metrics."""
+    if is_task_call(rt, h, call):
+        return "task"
+    tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
+    return str(tool.source) if tool is not None else "unknown"
 
 
 def is_task_call(rt: Runtime, h: Handle, call: Call) -> bool:
