@@ -48,11 +48,15 @@ class WorkerSession:
     tools: frozenset[str] = frozenset()
     llm: bool = False
     resolver: bool = False
+    # said "no native tools" (an empty ``tools`` alone means every native tool)
+    no_tools: bool = False
     outbox: asyncio.Queue[Outgoing | None] = field(default_factory=asyncio.Queue)
     inflight: set[str] = field(default_factory=set)
 
     def can_serve(self, out: Outgoing) -> bool:
         if out.kind is CallKind.TOOL:
+            if self.no_tools:
+                return False
             return not self.tools or str(out.payload.get("tool")) in self.tools
         if out.kind is CallKind.LLM:
             return self.llm

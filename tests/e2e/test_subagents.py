@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from toolnexus_client import Budget, Context, Request, Runtime, Tool, ToolResult, agent, registry
 
 from tests.support.daemon import DaemonProcess
+from toolnexus_client import Budget, Context, Request, Runtime, Tool, ToolResult, agent, registry
 from toolnexus_daemon.devtools import chat_response, tool_call
 
 Body = dict[str, Any]

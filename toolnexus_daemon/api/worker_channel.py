@@ -55,7 +55,7 @@ async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
     rt = open_runtime(engine, hello.runtime_id, context)
     worker_id = hello.worker_id or "worker-" + secrets.token_hex(4)
     return WorkerSession(runtime_id=rt.id, worker_id=worker_id, tools=frozenset(hello.tools),
-                         llm=hello.llm, resolver=hello.resolver)
+                         llm=hello.llm, resolver=hello.resolver, no_tools=hello.no_tools)
 
 
 async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage],

@@ -1,1 +1,74 @@
-"""toolnexus_client: the Python client of toolnexus-daemon."""
+"""toolnexus_client: the Python client of toolnexus-daemon.
+
+Declare agents and their tools, create a runtime on the daemon, and drive it
+with blocking calls; the client serves your native tools (and, with
+``transport=``, your model) over the daemon's ``Connect`` stream in a
+background thread::
+
+    from toolnexus_client import Runtime, Tool, ToolResult, agent, registry
+
+    def secret_action(args, ctx):
+        if ctx.answer is None:
+            return ToolResult.suspend(id=f"auth:{ctx.handle}", kind="authorization", prompt="approve?")
+        return "action performed"
+
+    tool = Tool("secret_action", execute=secret_action)
+    reg = registry(agent("worker", does="acts", uses={"tools": [tool]}))
+    rt = Runtime.new(target="127.0.0.1:50051", registry=reg, llm={"style": "openai", "base_url": ...})
+    h = rt.spawn(rt.root, "worker")
+    rt.wake(h, "do it")
+    result = rt.wait(h)                     # status "pending", result.pending.kind "authorization"
+    rt.resume({"id": result.pending.id, "ok": True})
+    rt.snapshot(h).last_result.text         # "action performed"
+
+See clients/python/README.md for the full API and its conventions.
+"""
+
+from ._defs import AgentSpec, Budget, Execute, HttpSpec, Llm, Registry, Tool, agent, registry
+from ._dispatch import Resolver, Transport
+from ._types import (
+    Answer,
+    Context,
+    Event,
+    HandleSnapshot,
+    HandleState,
+    InboxItem,
+    Info,
+    Request,
+    ResumeResult,
+    Status,
+    TaskResult,
+    ToolResult,
+    Usage,
+)
+from ._watch import EventStream
+from .errors import (
+    Aborted,
+    AlreadyExists,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ResourceExhausted,
+    ToolnexusError,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+)
+from .runtime import Runtime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "DataLoss",
+    "DeadlineExceeded", "Event", "EventStream", "Execute", "FailedPrecondition", "HandleSnapshot",
+    "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InvalidArgument", "Llm", "NotFound",
+    "OutOfRange", "PermissionDenied", "Registry", "Request", "Resolver", "ResourceExhausted", "ResumeResult",
+    "Runtime", "Status", "TaskResult", "Tool", "ToolResult", "ToolnexusError", "Transport", "Unauthenticated",
+    "Unavailable", "Unimplemented", "Usage", "agent", "registry",
+]

@@ -454,18 +454,20 @@ class InfoResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("runtime_id", "worker_id", "tools", "llm", "resolver")
+    __slots__ = ("runtime_id", "worker_id", "tools", "llm", "resolver", "no_tools")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
+    NO_TOOLS_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     worker_id: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     llm: bool
     resolver: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., llm: _Optional[bool] = ..., resolver: _Optional[bool] = ...) -> None: ...
+    no_tools: bool
+    def __init__(self, runtime_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., llm: _Optional[bool] = ..., resolver: _Optional[bool] = ..., no_tools: _Optional[bool] = ...) -> None: ...
 
 class ToolOutcome(_message.Message):
     __slots__ = ("call_id", "output", "is_error", "metadata", "pending")

@@ -1,0 +1,213 @@
+"""Protobuf <-> client values: the only module where generated messages meet ``_types``/``_defs``.
+
+``google.protobuf.Struct`` carries every JSON-shaped value. Struct stores all
+numbers as doubles, so ``dict_from`` turns integral floats back into ints
+(``5.0`` -> ``5``): token counts, ``max_tokens`` and ids read naturally, and a
+model request relayed to an HTTP API keeps its integer fields integers.
+Proto3 has no presence for scalars, so empty strings come back as ``None``
+only where the client type is optional (``url``, ``reason`` ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from ._defs import AgentSpec, Budget, Llm, Registry, Tool
+from ._gen import runtime_pb2 as pb
+from ._types import (
+    JSON,
+    Answer,
+    Context,
+    Event,
+    HandleSnapshot,
+    InboxItem,
+    Info,
+    Request,
+    ResumeResult,
+    TaskResult,
+    ToolResult,
+    Usage,
+)
+
+EMPTY_SCHEMA: JSON = {"type": "object", "properties": {}}
+
+
+def struct_from(value: Mapping[str, Any] | None) -> struct_pb2.Struct:
+    """A Struct holding a JSON-compatible mapping (ValueError for anything else)."""
+    out = struct_pb2.Struct()
+    if value:
+        out.update(dict(value))
+    return out
+
+
+def dict_from(value: struct_pb2.Struct) -> JSON:
+    """The mapping a Struct holds, integral numbers as ints."""
+    result = _ints(json_format.MessageToDict(value))
+    return result if isinstance(result, dict) else {}
+
+
+def _ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def _optional_struct(message: Any, name: str) -> JSON | None:
+    return dict_from(getattr(message, name)) if message.HasField(name) else None
+
+
+# ---------------------------------------------------------------- values
+
+
+def request_to_pb(request: Request) -> pb.Request:
+    out = pb.Request(id=request.id, kind=request.kind, prompt=request.prompt, url=request.url or "",
+                     expires_at=request.expires_at or "")
+    if request.data is not None:
+        out.data.CopyFrom(struct_from(request.data))
+    return out
+
+
+def request_from_pb(message: pb.Request) -> Request:
+    return Request(id=message.id, kind=message.kind, prompt=message.prompt, url=message.url or None,
+                   data=_optional_struct(message, "data"), expires_at=message.expires_at or None)
+
+
+def answer_to_pb(answer: Answer) -> pb.Answer:
+    out = pb.Answer(id=answer.id, ok=answer.ok, reason=answer.reason or "")
+    if answer.data is not None:
+        out.data.CopyFrom(struct_from(answer.data))
+    return out
+
+
+def answer_from_pb(message: pb.Answer) -> Answer:
+    return Answer(id=message.id, ok=message.ok, data=_optional_struct(message, "data"),
+                  reason=message.reason or None)
+
+
+def task_result_from_pb(message: pb.TaskResult) -> TaskResult:
+    pending = request_from_pb(message.pending) if message.HasField("pending") else None
+    return TaskResult(status=message.status, text=message.text, is_error=message.is_error, pending=pending,
+                      turns=message.turns, total_tokens=message.total_tokens, limit=message.limit)
+
+
+def _optional_result(message: Any, name: str) -> TaskResult | None:
+    return task_result_from_pb(getattr(message, name)) if message.HasField(name) else None
+
+
+def _optional_request(message: Any, name: str) -> Request | None:
+    return request_from_pb(getattr(message, name)) if message.HasField(name) else None
+
+
+def snapshot_from_pb(message: pb.HandleSnapshot) -> HandleSnapshot:
+    inbox = tuple(InboxItem(sender=getattr(i, "from"), channel=i.channel, text=i.text) for i in message.inbox)
+    usage = Usage(message.usage.prompt_tokens, message.usage.completion_tokens, message.usage.total_tokens)
+    return HandleSnapshot(
+        id=message.id, agent=message.agent, state=message.state, parent=message.parent,
+        children=tuple(message.children), last_result=_optional_result(message, "last_result"),
+        usage_total=message.usage_total, turns_total=message.turns_total,
+        pending=_optional_request(message, "pending"), inbox=inbox, task_key=message.task_key,
+        usage=usage, depth=message.depth)
+
+
+def event_from_pb(message: pb.Event) -> Event:
+    return Event(seq=message.seq, runtime_id=message.runtime_id, handle=message.handle, type=message.type,
+                 from_state=message.from_state, to_state=message.to_state, note=message.note,
+                 pending=_optional_request(message, "pending"), result=_optional_result(message, "result"),
+                 at=message.at, data=_optional_struct(message, "data"))
+
+
+def resume_from_pb(message: pb.ResumeResponse) -> ResumeResult:
+    return ResumeResult(handle=message.handle, result=_optional_result(message, "result"),
+                        duplicate=message.duplicate)
+
+
+def info_from_pb(message: pb.InfoResponse) -> Info:
+    return Info(version=message.version, store_path=message.store_path,
+                store_size_bytes=message.store_size_bytes, limits=dict(message.limits),
+                runtimes=message.runtimes, format_version=message.format_version)
+
+
+def inbox_item_to_pb(sender: str, channel: str, text: str) -> pb.InboxItem:
+    return pb.InboxItem(**{"from": sender, "channel": channel, "text": text})
+
+
+# ---------------------------------------------------------------- worker channel
+
+
+def context_from_call(runtime_id: str, call: pb.ToolCall) -> tuple[JSON, Context]:
+    """The arguments and Context a native tool is invoked with."""
+    answer = answer_from_pb(call.answer) if call.HasField("answer") else None
+    ctx = Context(call_id=call.call_id, handle=call.handle, runtime_id=runtime_id, tool=call.tool,
+                  answer=answer)
+    return dict_from(call.arguments), ctx
+
+
+def outcome_to_pb(call_id: str, result: ToolResult) -> pb.ToolOutcome:
+    out = pb.ToolOutcome(call_id=call_id, output=result.output, is_error=result.is_error)
+    if result.metadata is not None:
+        out.metadata.CopyFrom(struct_from(result.metadata))
+    if result.pending is not None:
+        out.pending.CopyFrom(request_to_pb(result.pending))
+    return out
+
+
+# ---------------------------------------------------------------- registry
+
+
+def tool_to_pb(tool: Tool) -> pb.ToolDef:
+    out = pb.ToolDef(name=tool.name, description=tool.description, source=tool.source,
+                     input_schema=struct_from(tool.input_schema or EMPTY_SCHEMA))
+    if tool.endpoint is not None:
+        spec = tool.endpoint
+        out.http.CopyFrom(pb.HttpConfig(method=spec.method, url=spec.url, headers=dict(spec.headers),
+                                        query=list(spec.query), timeout_ms=spec.timeout_ms))
+    return out
+
+
+def budget_to_pb(budget: Budget) -> pb.Budget:
+    return pb.Budget(max_turns=budget.max_turns, max_tokens=budget.max_tokens,
+                     max_tool_calls=budget.max_tool_calls, max_wall_ms=budget.max_wall_ms,
+                     max_children=budget.max_children, max_concurrent=budget.max_concurrent,
+                     max_depth=budget.max_depth)
+
+
+def agent_to_pb(spec: AgentSpec) -> pb.AgentDef:
+    out = pb.AgentDef(name=spec.name, does=spec.does, model=spec.model, soul=spec.soul,
+                      tools=[tool_to_pb(t) for t in spec.tools], team=list(spec.team), wait_for=spec.wait_for)
+    if spec.budget is not None:
+        out.budget.CopyFrom(budget_to_pb(spec.budget))
+    if spec.request_params:
+        out.request_params.CopyFrom(struct_from(spec.request_params))
+    return out
+
+
+def llm_to_pb(llm: Llm) -> pb.LlmConfig:
+    out = pb.LlmConfig(style=llm.style, base_url=llm.base_url, model=llm.model, api_key_env=llm.api_key_env,
+                       headers=dict(llm.headers), retries=llm.retries, timeout_ms=llm.timeout_ms,
+                       stream=llm.stream, max_tokens=llm.max_tokens)
+    if llm.request_params:
+        out.request_params.CopyFrom(struct_from(llm.request_params))
+    return out
+
+
+def options_to_pb(options: Mapping[str, Any] | None) -> pb.RuntimeOptions:
+    """RuntimeOptions from a dict of its field names (ValueError naming an unknown one)."""
+    known = set(pb.RuntimeOptions.DESCRIPTOR.fields_by_name)
+    unknown = sorted(set(options or {}) - known)
+    if unknown:
+        raise ValueError(f"unknown runtime option(s): {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(known))})")
+    return pb.RuntimeOptions(**dict(options or {}))
+
+
+def new_request(registry: Registry, llm: Llm, options: Mapping[str, Any] | None, runtime_id: str | None,
+                runtime_key: str | None) -> pb.NewRequest:
+    return pb.NewRequest(runtime_id=runtime_id or "", agents=[agent_to_pb(a) for a in registry.agents],
+                         llm=llm_to_pb(llm), options=options_to_pb(options), runtime_key=runtime_key or "")

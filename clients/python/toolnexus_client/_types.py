@@ -1,0 +1,201 @@
+"""The plain Python values the client hands to and receives from its user.
+
+Frozen dataclasses, no protobuf: ``_convert`` is the only module that turns
+them into messages and back, so application code (and tool callables) never
+touch generated classes. The pinned vocabularies of DESIGN §2 are StrEnums;
+fields stay ``str`` so a value the daemon adds later still round-trips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+class HandleState(StrEnum):
+    """The state of a handle (DESIGN §2)."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    CLOSED = "closed"
+
+
+class Status(StrEnum):
+    """The status of a TaskResult; only ``done`` and ``pending`` are not errors."""
+
+    DONE = "done"
+    PENDING = "pending"
+    INCOMPLETE = "incomplete"
+    INTERRUPTED = "interrupted"
+    CLOSED = "closed"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Request:
+    """An out-of-band question a suspended tool waits on; ``kind`` is open (approval, input, ...)."""
+
+    id: str
+    kind: str
+    prompt: str
+    url: str | None = None
+    data: JSON | None = None
+    expires_at: str | None = None
+
+    @classmethod
+    def of(cls, value: Request | Mapping[str, Any]) -> Request:
+        """A Request from itself or a dict (``expiresAt`` accepted as the JSON spelling)."""
+        if isinstance(value, Request):
+            return value
+        expires = value.get("expires_at", value.get("expiresAt"))
+        return cls(id=str(value.get("id") or ""), kind=str(value.get("kind") or ""),
+                   prompt=str(value.get("prompt") or ""), url=value.get("url") or None,
+                   data=dict(value["data"]) if value.get("data") else None,
+                   expires_at=str(expires) if expires else None)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to a Request, routed by ``id``; ``reason`` is advisory (declined, cancelled, expired)."""
+
+    id: str
+    ok: bool
+    data: JSON | None = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, value: Answer | Mapping[str, Any]) -> Answer:
+        """An Answer from itself or a dict ``{"id", "ok", "data"?, "reason"?}``."""
+        if isinstance(value, Answer):
+            return value
+        if "id" not in value or "ok" not in value:
+            raise ValueError(f"an answer needs 'id' and 'ok', got keys {sorted(value)}")
+        return cls(id=str(value["id"]), ok=bool(value["ok"]),
+                   data=dict(value["data"]) if value.get("data") else None,
+                   reason=str(value["reason"]) if value.get("reason") else None)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returns: output text, or an error, or a suspension (``pending``)."""
+
+    output: str = ""
+    is_error: bool = False
+    metadata: JSON | None = None
+    pending: Request | None = None
+
+    @classmethod
+    def ok(cls, text: str, metadata: JSON | None = None) -> ToolResult:
+        return cls(output=text, metadata=metadata)
+
+    @classmethod
+    def error(cls, text: str, metadata: JSON | None = None) -> ToolResult:
+        return cls(output=text, is_error=True, metadata=metadata)
+
+    @classmethod
+    def suspend(cls, request: Request | Mapping[str, Any] | None = None, *, id: str = "", kind: str = "",
+                prompt: str = "", url: str | None = None, data: JSON | None = None,
+                expires_at: str | None = None) -> ToolResult:
+        """Suspend the handle on a Request; without an id the daemon assigns a unique one."""
+        if request is None:
+            request = Request(id=id, kind=kind, prompt=prompt, url=url, data=data, expires_at=expires_at)
+        return cls(pending=Request.of(request))
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a native tool knows about its call; ``answer`` is set when a resume re-invokes it."""
+
+    call_id: str
+    handle: str
+    runtime_id: str
+    tool: str
+    answer: Answer | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """The settled result of a turn (or a ``timeout`` of a wait)."""
+
+    status: str
+    text: str = ""
+    is_error: bool = False
+    pending: Request | None = None
+    turns: int = 0
+    total_tokens: int = 0
+    limit: str = ""
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    sender: str
+    channel: str
+    text: str
+
+
+@dataclass(frozen=True)
+class HandleSnapshot:
+    """A read-only view of one handle; ``usage_total``/``turns_total`` include its subtree and only grow."""
+
+    id: str
+    agent: str
+    state: str
+    parent: str = ""
+    children: tuple[str, ...] = ()
+    last_result: TaskResult | None = None
+    usage_total: int = 0
+    turns_total: int = 0
+    pending: Request | None = None
+    inbox: tuple[InboxItem, ...] = ()
+    task_key: str = ""
+    usage: Usage = field(default_factory=Usage)
+    depth: int = 0
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a runtime's event log (``seq`` 0 on live-only ``text`` events)."""
+
+    seq: int
+    runtime_id: str
+    handle: str
+    type: str
+    from_state: str = ""
+    to_state: str = ""
+    note: str = ""
+    pending: Request | None = None
+    result: TaskResult | None = None
+    at: str = ""
+    data: JSON | None = None
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    """What Resume answered: the top-most handle the cascade reached and its settled result."""
+
+    handle: str
+    result: TaskResult | None
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Info:
+    version: str
+    store_path: str
+    store_size_bytes: int
+    limits: dict[str, int]
+    runtimes: int
+    format_version: str

@@ -1,0 +1,60 @@
+"""Declaring tools, agents and registries (``_defs``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolnexus_client import Llm, Tool, ToolResult, agent, registry
+
+
+def echo(args: dict[str, object], ctx: object) -> str:
+    return str(args)
+
+
+def test_native_tools_are_those_with_an_execute() -> None:
+    """Only native tools with a callable are served; webhook and callable-less tools are not."""
+    reg = registry(agent("a", uses={"tools": [Tool("echo", execute=echo), Tool("elsewhere"),
+                                              Tool.webhook("hook", "http://127.0.0.1:1/")]}),
+                   agent("b", uses={"tools": [Tool("echo", execute=echo)]}))
+    assert sorted(reg.native_tools()) == ["echo"]
+    assert reg.names() == ["a", "b"]
+
+
+def test_registry_rejects_duplicates() -> None:
+    """Two agents with one name, or one tool name bound to two callables, fail at declaration."""
+    with pytest.raises(ValueError, match="declared twice"):
+        registry(agent("a"), agent("a"))
+    with pytest.raises(ValueError, match="two different execute"):
+        registry(agent("a", uses={"tools": [Tool("t", execute=echo)]}),
+                 agent("b", uses={"tools": [Tool("t", execute=lambda a, c: "")]}))
+
+
+def test_tool_validation() -> None:
+    """A nameless tool, an unknown source, or a webhook with a callable are refused."""
+    with pytest.raises(ValueError, match="needs a name"):
+        Tool("")
+    with pytest.raises(ValueError, match="source must be"):
+        Tool("t", source="grpc")
+    with pytest.raises(ValueError, match="needs a url"):
+        Tool("t", source="webhook")
+
+
+def test_agent_uses_and_team_merge() -> None:
+    """Team names from uses and team= merge without duplicates, in order; other uses keys fail."""
+    spec = agent("lead", uses={"team": ["b", "a"]}, team=["a", "c"])
+    assert spec.team == ("b", "a", "c")
+    with pytest.raises(ValueError, match="skills"):
+        agent("x", uses={"skills": []})
+    with pytest.raises(TypeError, match="Tool values"):
+        agent("x", uses={"tools": ["not a tool"]})
+
+
+def test_llm_and_tool_result_helpers() -> None:
+    """Llm.of accepts a dict; ToolResult helpers set the right flags."""
+    assert Llm.of({"style": "anthropic", "max_tokens": 10}) == Llm(style="anthropic", max_tokens=10)
+    with pytest.raises(ValueError, match="base_ur"):
+        Llm.of({"base_ur": "x"})
+    assert ToolResult.ok("x") == ToolResult("x", False)
+    assert ToolResult.error("x").is_error
+    pending = ToolResult.suspend({"id": "r", "kind": "input", "prompt": "name?", "expiresAt": "t"}).pending
+    assert pending is not None and (pending.id, pending.expires_at) == ("r", "t")

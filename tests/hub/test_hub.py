@@ -1,0 +1,35 @@
+"""The worker hub routes calls to capable workers and re-sends what a lost worker held (DESIGN §6)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolnexus_daemon.workers import CallKind, NoWorker, Outgoing, WorkerHub, WorkerSession
+
+TOOL = Outgoing(CallKind.TOOL, "rt/h/s1c0", "root/a.1", {"tool": "lookup", "arguments": {}})
+
+
+async def test_a_worker_that_serves_no_tools_never_gets_a_tool_call() -> None:
+    hub = WorkerHub()
+    hub.attach(WorkerSession("rt", "model-only", llm=True, no_tools=True))
+    with pytest.raises(NoWorker):
+        await hub.call("rt", TOOL, take_timeout=0.05)
+
+
+async def test_a_call_held_by_a_lost_worker_is_resent_with_the_same_call_id() -> None:
+    hub = WorkerHub()
+    first = WorkerSession("rt", "w1")
+    hub.attach(first)
+    call = asyncio.ensure_future(hub.call("rt", TOOL, take_timeout=2))
+    sent = await first.outbox.get()
+    assert sent is not None and sent.call_id == TOOL.call_id
+    hub.detach(first)
+    second = WorkerSession("rt", "w2", tools=frozenset({"lookup"}))
+    hub.attach(second)
+    again = await second.outbox.get()
+    assert again is not None and again.call_id == TOOL.call_id
+    assert hub.deliver(second, TOOL.call_id, {"output": "ok"})
+    assert await call == {"output": "ok"}
+    assert not hub.deliver(second, TOOL.call_id, {"output": "late"}), "a reply nobody waits for is refused"
