@@ -260,3 +260,73 @@ def test_inbox_interrupt_and_close(daemon: DaemonProcess, runtimes: list[Runtime
     assert closed == [grandchild, child, boss]
     with pytest.raises(Exception, match=f"inbox closed: {child}"):
         rt.post(child, "late")
+
+
+def test_max_concurrent_one_queues_the_second_child(daemon: DaemonProcess, runtimes: list[Runtime]) -> None:
+    lock = threading.Lock()
+    running, most = [0], [0]
+
+    def explore(body: Body) -> Body:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return chat_response(content="explored " + body["messages"][-1]["content"])
+
+    def coordinator(body: Body) -> Body:
+        tools = _tools(body)
+        if tools:
+            return chat_response(content=" | ".join(tools))
+        return chat_response(tool_calls=[tool_call("task", {"agent": "explore", "prompt": "A"}, "t1"),
+                                         tool_call("task", {"agent": "explore", "prompt": "B"}, "t2")])
+
+    one_at_a_time = Budget(max_concurrent=1)
+    reg = registry(agent("coordinator", soul="coordinator", team=["explore"], budget=one_at_a_time),
+                   agent("explore", soul="explore", does="explores"))
+    rt = Runtime.new(target=daemon.target, registry=reg, options={"max_concurrent_turns": 1},
+                     transport=transport_for({"coordinator": coordinator, "explore": explore}))
+    runtimes.append(rt)
+    top = rt.spawn(rt.root, "coordinator")
+    rt.wake(top, "go")
+    result = rt.wait(top, timeout=30)
+    assert (result.status, result.text) == ("done", "explored A | explored B")
+    assert most[0] == 1, "never two children running"
+    notes = [e.note for e in _take(rt, 2, ["post"])]
+    assert notes == [f"{top}/explore.2: wake QUEUED (parent concurrency 1)",
+                     f"{top}/explore.2: DEQUEUED wake (slot freed)"]
+
+
+def test_a_kill_9_in_the_middle_of_the_cascade(daemon: DaemonProcess, runtimes: list[Runtime]) -> None:
+    """The asker's post-answer model call is slow; the daemon dies during it and the cascade still ends."""
+    entered = threading.Event()
+
+    def slow_asker(body: Body) -> Body:
+        if _tools(body):
+            entered.set()
+            time.sleep(1.0)
+        return asker_script(body)
+
+    scripts = {"parent": parent_script, "asker": slow_asker}
+    rt = Runtime.new(target=daemon.target, registry=escalation_registry(False),
+                     transport=transport_for(scripts))
+    runtimes.append(rt)
+    top = rt.spawn(rt.root, "parent")
+    rt.wake(top, "go")
+    pending = rt.wait(top, timeout=30).pending
+    assert pending is not None
+    accepted = rt.resume({"id": pending.id, "ok": True}, no_wait=True)
+    assert accepted.handle == top and accepted.result is None
+    assert entered.wait(10), "the cascade reached the asker's model call"
+    daemon.kill9()
+    daemon.start()
+    again = Runtime.new(target=daemon.target, registry=escalation_registry(False),
+                        transport=transport_for(scripts), runtime_id=rt.id)
+    runtimes.append(again)
+    final = again.wait(top, timeout=30)
+    assert (final.status, final.text) == ("done", "parent-final: asker-done: secret-token")
+    assert list(again.snapshot(top).children) == [f"{top}/asker.1"]
+    duplicate = again.resume({"id": pending.id, "ok": True})
+    assert duplicate.duplicate and duplicate.handle == top
+    assert duplicate.result is not None and duplicate.result.text == final.text

@@ -57,7 +57,8 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     request = Request.from_json(entry["request"])
     effective = _expired_as_decline(rt, answer, request)
     chain = [leaf] + [a for a in rt.ancestors(leaf) if _suspended_on(a, answer.id)]
-    handles[target] = {"state": "answered", "answer": answer.to_json()}
+    # "top" lets a repeated answer report what the first one did: the top of its cascade
+    handles[target] = {"state": "answered", "answer": answer.to_json(), "top": chain[-1].id}
     change = Change()
     change.requests[answer.id] = {"request": entry["request"], "handles": handles}
     for h in chain:
@@ -87,7 +88,7 @@ def _duplicate_or_refuse(rt: Runtime, answer: Answer, handles: dict[str, JSON], 
             continue
         given = st.get("answer")
         if given is not None and Answer.from_json(given) == answer:
-            return Accepted(chain=[rt.handle(hid)], duplicate=True)
+            return Accepted(chain=[rt.handle(str(st.get("top") or hid))], duplicate=True)
     state = next(iter(handles.values()), {}).get("state", "answered")
     raise FailedPrecondition(
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')

@@ -288,10 +288,7 @@ class Runtime:
         await lifecycle.interrupt(self, self.handle(handle_id))
 
     async def close(self, handle_id: str) -> None:
-        h = self.handle(handle_id)
-        if h.id == ROOT_ID:
-            raise FailedPrecondition("root cannot be closed on its own; use Shutdown to close the runtime")
-        await lifecycle.close(self, h, "closed by request")
+        await lifecycle.close(self, self.handle(handle_id), "closed by request")
 
     async def shutdown(self) -> None:
         await lifecycle.shutdown(self)
