@@ -36,6 +36,9 @@ async def watch(rt: Runtime, after_seq: int, types: frozenset[EventType],
                 if _wanted(ev, types, handle):
                     yield ev
             while True:
+                for text in sub.take_text():
+                    if _wanted(text, types, handle):
+                        yield text
                 if sub.overflowed and sub.queue.empty():
                     break  # dropped by the bus: replay the rest from the store
                 live = await sub.queue.get()
