@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
+from toolnexus_daemon.devtools import chat_response
+from toolnexus_daemon.errors import OutOfRange
 from toolnexus_daemon.events import TEXT_BACKLOG_CHARS, TEXT_HIGH_WATER, EventBus
-from toolnexus_daemon.model import Event, EventType
+from toolnexus_daemon.model import AgentDef, Event, EventType
+
+from .conftest import Bench, new_runtime
 
 
 def _stored(seq: int) -> Event:
@@ -47,3 +53,23 @@ def test_the_backlog_is_bounded() -> None:
     (released,) = sub.take_text()
     delta = str((released.data or {})["delta"])
     assert len(delta) == TEXT_BACKLOG_CHARS and delta.endswith("END"), "the newest text is kept"
+
+
+async def test_event_retention_drops_the_oldest_and_refuses_a_stale_watch(bench: Bench) -> None:
+    bench.model.script = lambda body: chat_response(content="ok")
+    rt = await new_runtime(bench, "ret", AgentDef(name="a"), event_retention=5)
+    h = await rt.spawn("root", "a")
+    for _ in range(3):
+        await rt.wake(h.id, "go")
+        await rt.wait(h.id, 5000)
+    stored = bench.store.events("ret", 0, 100)
+    assert len(stored) == 5 and stored[-1].seq == rt.last_seq()
+    assert rt.first_seq == stored[0].seq > 1
+    with pytest.raises(OutOfRange, match=f"the first retained seq is {rt.first_seq}"):
+        rt.watch(0, frozenset(), "")
+    replayed = []
+    async for ev in rt.watch(rt.first_seq - 1, frozenset(), ""):
+        replayed.append(ev.seq)
+        if ev.seq == rt.last_seq():
+            break
+    assert replayed == [e.seq for e in stored]

@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..clock import Clock, rfc3339
-from ..errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, StoreError
+from ..errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange, ResourceExhausted, StoreError
 from ..events import EventBus
 from ..llm.base import ModelTransport
 from ..model import (
@@ -79,6 +79,9 @@ class Runtime:
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
         self._lock = asyncio.Lock()
         self._next_seq = deps.store.last_seq(runtime_id) + 1
+        first = deps.store.events(runtime_id, 0, 1)
+        # the oldest seq still stored (event retention drops older ones)
+        self.first_seq = first[0].seq if first else self._next_seq
         self._tasks: set[asyncio.Task[None]] = set()
         self._resume_lock = asyncio.Lock()
         self._escalations: dict[str, asyncio.Lock] = {}
@@ -131,12 +134,16 @@ class Runtime:
                             pending=e.pending, result=e.result, data=e.data)
                       for i, e in enumerate(change.events)]
             batch = self._batch(change, events)
+            keep_from = self._retained_from(len(events))
+            if keep_from > self.first_seq:
+                batch.drop_events.append((self.id, keep_from))
             try:
                 await self.deps.store.commit(batch)
             except StoreError:
                 self._restore(change)
                 raise
             self._next_seq += len(events)
+            self.first_seq = max(self.first_seq, keep_from)
             self.bus.publish(events)
             if self.deps.observer is not None:
                 self.deps.observer(self, events)
@@ -165,6 +172,18 @@ class Runtime:
                 self.handles.pop(hid, None)
                 continue
             h.restore_from(self._read_handle(rec))
+
+    def _retained_from(self, adding: int) -> int:
+        """The first seq to keep once ``adding`` more events are stored (retention 0 = keep all)."""
+        retention = self.options.event_retention
+        return self._next_seq + adding - retention if retention > 0 else 0
+
+    def check_retained(self, after_seq: int) -> None:
+        """OUT_OF_RANGE when events after ``after_seq`` were already dropped by retention."""
+        if after_seq + 1 < self.first_seq:
+            raise OutOfRange(f"events before seq {self.first_seq} were dropped (event_retention "
+                             f"{self.options.event_retention}); the first retained seq is {self.first_seq}: "
+                             f"watch with after_seq >= {self.first_seq - 1}")
 
     def last_seq(self) -> int:
         return self._next_seq - 1
@@ -296,6 +315,7 @@ class Runtime:
     def watch(self, after_seq: int, types: frozenset[EventType], handle: str) -> AsyncGenerator[Event, None]:
         if handle:
             self.handle(handle)
+        self.check_retained(after_seq)
         return watch_events(self, after_seq, types, handle)
 
     async def run_task(self, parent: Handle, call: Call) -> ToolResult:

@@ -29,6 +29,7 @@ async def watch(rt: Runtime, after_seq: int, types: frozenset[EventType],
     """Replay stored events with ``seq > after_seq``, then follow live until the runtime stops."""
     last = after_seq
     while True:
+        rt.check_retained(last)  # a watcher dropped for lagging may have fallen out of the window
         sub = rt.bus.subscribe()
         try:
             for ev in _replay(rt, last):

@@ -37,12 +37,14 @@ class Batch:
     checkpoints: dict[HandleKey, JSON | None] = field(default_factory=dict)
     requests: dict[HandleKey, JSON | None] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    # (runtime_id, seq): drop every stored event of that runtime with a lower seq (event retention)
+    drop_events: list[tuple[str, int]] = field(default_factory=list)
     # runtime ids whose every record (all tables) is deleted, before the puts above
     purge: list[str] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return not (self.runtimes or self.handles or self.messages or self.truncate
-                    or self.checkpoints or self.requests or self.events or self.purge)
+                    or self.checkpoints or self.requests or self.events or self.purge or self.drop_events)
 
 
 @dataclass(frozen=True)

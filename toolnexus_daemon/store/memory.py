@@ -37,6 +37,7 @@ class _Staged:
     checkpoints: dict[HandleKey, Encoded]
     requests: dict[HandleKey, Encoded]
     events: list[tuple[str, int, bytes]]
+    drop_events: list[tuple[str, int]]
 
 
 class MemoryStore:
@@ -80,6 +81,10 @@ class MemoryStore:
         _merge(self._requests, s.requests)
         for rid, seq, event in s.events:
             self._events.setdefault(rid, {})[seq] = event
+        for rid, below in s.drop_events:
+            log = self._events.get(rid, {})
+            for seq in [q for q in log if q < below]:
+                del log[seq]
 
     def _purge(self, runtime_id: str) -> None:
         self._runtimes.pop(runtime_id, None)
@@ -164,6 +169,7 @@ def _stage(batch: Batch) -> _Staged:
         checkpoints=_pairs(Table.CHECKPOINTS, batch.checkpoints),
         requests=_pairs(Table.REQUESTS, batch.requests),
         events=[(e.runtime_id, e.seq, _dump_event(e)) for e in batch.events],
+        drop_events=list(batch.drop_events),
     )
 
 
