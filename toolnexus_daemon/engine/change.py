@@ -41,8 +41,9 @@ class Change:
             self.handles[h.id] = h
         return self
 
-    def event(self, h: Handle, type_: EventType, note: str = "", **kw: object) -> Change:
-        self.events.append(EventSpec(h.id, type_, note, **kw))  # type: ignore[arg-type]
+    def event(self, h: Handle, type_: EventType, note: str = "", *, pending: Request | None = None,
+              result: TaskResult | None = None, data: JSON | None = None) -> Change:
+        self.events.append(EventSpec(h.id, type_, note, pending=pending, result=result, data=data))
         return self
 
     def transition(self, h: Handle, from_state: str, to_state: str, note: str) -> Change:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..clock import Clock
 from ..errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StoreError
 from ..llm.base import ModelTransport
-from ..model import ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
+from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
 from ..tools.base import Resolver, ToolExecutor
 from .registry import validate, validate_runtime_id
@@ -94,7 +94,7 @@ class Engine:
         for rt in list(self._runtimes.values()):
             await rt.deps.model.aclose()
 
-    def _build(self, rid: str, rec: dict) -> Runtime:  # type: ignore[type-arg]
+    def _build(self, rid: str, rec: JSON) -> Runtime:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))

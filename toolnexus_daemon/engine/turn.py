@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreError
 from ..llm.base import ModelError, ModelReply, ModelRequest
-from ..model import JSON, Answer, EventType, HandleState, Request, Status, ToolResult
-from ..tools.base import ToolInvocation
+from ..model import JSON, EventType, HandleState, Status, TaskResult
 from . import budget as budgets
 from . import notes, wakes
 from .change import Change
-from .checkpoint import Call, Checkpoint, Step, request_id_for
-from .escalate import try_inline
+from .checkpoint import Call, Checkpoint, Step
 from .handle import Handle
-from .suspend import TASK_TOOL, suspend_durably
+from .step import close_step, maybe_suspend, run_step
 from .task import tool_payload as task_tool_payload
 
 if TYPE_CHECKING:
@@ -70,10 +68,10 @@ async def _loop(rt: Runtime, h: Handle) -> None:
                 reply = await _ask_model(rt, h, cp)
                 await _record_reply(rt, h, cp, reply, int((time.monotonic() - started) * 1000))
             else:
-                await _run_step(rt, h, cp, cp.step)
-                if await _maybe_suspend(rt, h, cp, cp.step):
+                await run_step(rt, h, cp, cp.step)
+                if await maybe_suspend(rt, h, cp, cp.step):
                     return
-                await _close_step(rt, h, cp, cp.step)
+                await close_step(rt, h, cp, cp.step)
     except asyncio.CancelledError:
         raise
     except ModelError as exc:
@@ -176,16 +174,16 @@ async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelRepl
     base = f"{rt.id}/{h.id}"
     calls = _parse_calls(base, h.turns_total, reply.message)
     if not calls:
-        _settle(h, cp, change, h.result(Status.DONE, message_text(reply.message)),
-                notes.done(h.id, cp.turns, cp.tokens))
+        result = h.result(Status.DONE, message_text(reply.message))
+        _settle(h, cp, change, result, notes.done(h.id, cp.turns, cp.tokens))
         await rt.commit(change)
-        h.settle_waiters(h.last_result)  # type: ignore[arg-type]
+        h.settle_waiters(result)
         return
     cp.step = Step(number=h.turns_total, assistant_index=index, calls=calls)
     await rt.commit(change.checkpoint(h, cp))
 
 
-def _settle(h: Handle, cp: Checkpoint, change: Change, result, note: str) -> None:  # type: ignore[no-untyped-def]
+def _settle(h: Handle, cp: Checkpoint, change: Change, result: TaskResult, note: str) -> None:
     """The turn completed: its messages join the transcript and the checkpoint goes."""
     h.committed_len = h.log_len
     h.state = HandleState.IDLE
@@ -222,130 +220,3 @@ async def _settle_error(rt: Runtime, h: Handle, message: str) -> None:
     change.event(h, EventType.RESULT, notes.errored(h.id, message), result=result)
     await rt.commit(change)
     h.settle_waiters(result)
-
-
-# ---------------------------------------------------------------- tools
-
-
-async def _run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
-    """Run every call of the step that has no kept result, concurrently, committing each result."""
-    base = f"{rt.id}/{h.id}"
-    answered = step.pending_idx if cp.answer is not None else None
-    todo = step.open_calls()
-    if not todo:
-        return
-    change = Change()
-    for a in [h, *rt.ancestors(h)]:
-        a.tool_calls += len(todo)
-    change.save(h, *rt.ancestors(h))
-    for i in todo:
-        if i in step.results:  # it ran before and suspended: a new attempt gets a new call_id
-            step.attempts[i] = step.attempts.get(i, 0) + 1
-        step.calls[i].call_id = step.call_id(base, i)
-        call = step.calls[i]
-        change.event(h, EventType.TOOL_CALL, notes.tool_call(h.id, call.name, call.call_id),
-                     data={"tool": call.name, "call_id": call.call_id, "raw_arguments": call.raw_arguments}
-                     if call.raw_arguments else {"tool": call.name, "call_id": call.call_id})
-    await rt.commit(change.checkpoint(h, cp))
-    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i == answered) for i in todo))
-    if answered is not None:
-        cp.answer = None
-        await rt.commit(Change().checkpoint(h, cp))
-
-
-async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool) -> None:
-    call = step.calls[i]
-    prior = step.results.get(i)
-    answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
-    default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
-    started = time.monotonic()
-    result = await _invoke(rt, h, call, answer, default_id)
-    if result.pending is not None and not answered and not is_task_call(rt, h, call):
-
-        async def reinvoke(ans: Answer) -> ToolResult:
-            # a new attempt gets a new call_id: workers answer a repeated call_id from their cache
-            step.attempts[i] = step.attempts.get(i, 0) + 1
-            call.call_id = step.call_id(f"{rt.id}/{h.id}", i)
-            return await _invoke(rt, h, call, ans, default_id)
-
-        inline = await try_inline(rt, h, call.call_id, result.pending, reinvoke)
-        result = inline if inline is not None else result
-    again, before = result.pending, prior.pending if prior is not None else None
-    if answered and again is not None and before is not None and not is_task_call(rt, h, call):
-        result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False)
-    step.results[i] = result
-    outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
-    latency_ms = int((time.monotonic() - started) * 1000)
-    change = Change().checkpoint(h, cp)
-    change.event(h, EventType.TOOL_RESULT, notes.tool_result(h.id, call.name, outcome),
-                 data={"tool": call.name, "call_id": call.call_id, "outcome": outcome,
-                       "source": _source(rt, h, call), "latency_ms": latency_ms})
-    await rt.commit(change)
-
-
-def _resolve_repeat(again: Request, before: Request, ok: bool) -> ToolResult:
-    """A re-invoked call that suspends again (DESIGN §4 Resume)."""
-    if ok:
-        return ToolResult(output=f"unresolved: {again.prompt}")
-    if again.id == before.id:
-        return ToolResult(output=f"declined/expired: {again.prompt}")
-    return ToolResult(output="", pending=again)
-
-
-def _source(rt: Runtime, h: Handle, call: Call) -> str:
-    """Where the call ran (``task`` for delegation), for tool-call metrics."""
-    if is_task_call(rt, h, call):
-        return "task"
-    tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
-    return str(tool.source) if tool is not None else "unknown"
-
-
-def is_task_call(rt: Runtime, h: Handle, call: Call) -> bool:
-    """The built-in ``task`` tool exists only for agents with a team (DESIGN §2)."""
-    return call.name == TASK_TOOL and bool(rt.agent_of(h).team)
-
-
-async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
-                  default_req_id: str) -> ToolResult:
-    if is_task_call(rt, h, call):
-        return await rt.run_task(h, call)
-    tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
-    if tool is None:
-        known = ", ".join(t.name for t in rt.agent_of(h).tools) or "none"
-        return ToolResult(output=f'unknown tool "{call.name}" (tools: {known})', is_error=True)
-    executor = rt.deps.executors.get(tool.source)
-    if executor is None:
-        return ToolResult(output=f'tool "{tool.name}": source {tool.source} is not supported', is_error=True)
-    inv = ToolInvocation(runtime_id=rt.id, handle=h.id, call_id=call.call_id, tool=tool,
-                         arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
-    try:
-        result = await executor.invoke(inv)
-    except Exception as exc:  # an executor bug must not kill the turn
-        log.exception("tool executor failed",
-                      extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id})
-        return ToolResult(output=f'tool "{tool.name}" failed: {exc}', is_error=True)
-    if result.pending is not None and not result.pending.id:
-        pending = Request(default_req_id, result.pending.kind, result.pending.prompt, result.pending.url,
-                          result.pending.data, result.pending.expires_at)
-        result = ToolResult(result.output, result.is_error, result.metadata, pending)
-    return result
-
-
-async def _maybe_suspend(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> bool:
-    """The first suspending call in call order suspends the handle durably."""
-    idx = step.first_pending()
-    if idx is None:
-        return False
-    await suspend_durably(rt, h, step, idx)
-    return True
-
-
-async def _close_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
-    """Every call has a result: append the tool messages (in call order) and go on."""
-    change = Change()
-    for i, call in enumerate(step.calls):
-        msg = {"role": "tool", "tool_call_id": call.tool_call_id, "content": step.results[i].output}
-        change.message(h, h.log_len, msg)
-        h.log_len += 1
-    cp.step = None
-    await rt.commit(change.save(h).checkpoint(h, cp))
