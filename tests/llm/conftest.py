@@ -1,4 +1,4 @@
-"""Fixtures: a real scripted HTTP server on loopback and a port nothing listens on."""
+"""Fixtures: a real scripted HTTP server on loopback, a port nothing listens on, a recording sleep."""
 
 from __future__ import annotations
 
@@ -8,6 +8,16 @@ from collections.abc import Iterator
 import pytest
 
 from toolnexus_daemon.devtools import ScriptedModelServer
+
+
+class RecordingSleep:
+    """An injectable sleep that records the delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
 
 
 @pytest.fixture
@@ -22,3 +32,8 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def sleep() -> RecordingSleep:
+    return RecordingSleep()

@@ -10,18 +10,10 @@ from toolnexus_daemon.llm.base import ModelError, ModelRequest
 from toolnexus_daemon.llm.openai import OpenAITransport, chat_completions_url
 from toolnexus_daemon.model import LlmConfig, Usage
 
+from .conftest import RecordingSleep
+
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 REQUEST = ModelRequest(runtime_id="rt", handle="root", call_id="c1", body=BODY)
-
-
-class RecordingSleep:
-    """An injectable sleep that records the delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
 
 
 def transport(base_url: str, sleep: RecordingSleep, *, env: dict[str, str] | None = None,
@@ -215,3 +207,46 @@ async def test_the_lower_layer_error_is_chained(closed_port: int) -> None:
     with pytest.raises(ModelError) as err:
         await t.complete(REQUEST)
     assert isinstance(err.value.__cause__, httpx.ConnectError)
+
+
+async def test_arguments_that_are_not_json_pass_through(server: ScriptedModelServer) -> None:
+    """The transport keeps the model's raw argument text; the engine decides what it means."""
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{not json"}}
+    server.push(chat_response(tool_calls=[call]))
+    reply = await transport(server.url, RecordingSleep()).complete(REQUEST)
+    assert reply.message["tool_calls"] == [call]
+
+
+async def test_content_as_a_list_of_parts_is_kept(server: ScriptedModelServer) -> None:
+    """A list of content parts is appended verbatim; the engine joins its text parts."""
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    server.push({"choices": [{"message": {"content": parts}}]})
+    reply = await transport(server.url, RecordingSleep()).complete(REQUEST)
+    assert reply.message == {"role": "assistant", "content": parts}
+
+
+@pytest.mark.parametrize("usage", [None, {}, "n/a", {"prompt_tokens": 4, "completion_tokens": None},
+                                   {"prompt_tokens": "4", "completion_tokens": True}])
+async def test_missing_or_odd_usage_counts_zero(server: ScriptedModelServer, usage: object) -> None:
+    """Absent or malformed usage counts as zero rather than failing the turn; a total is derived."""
+    body = {"choices": [{"message": {"role": "assistant", "content": "x"}}]}
+    server.push(body if usage is None else {**body, "usage": usage})
+    reply = await transport(server.url, RecordingSleep()).complete(REQUEST)
+    expected = Usage(4, 0, 4) if isinstance(usage, dict) and usage else Usage(0, 0, 0)
+    assert reply.usage == expected
+
+
+async def test_extra_body_keys_pass_through_untouched(server: ScriptedModelServer) -> None:
+    """request_params merged by the engine (tool_choice, temperature, …) reach the server as given."""
+    body = {**BODY, "tool_choice": "required", "temperature": 0.1, "response_format": {"type": "json_object"},
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    await transport(server.url, RecordingSleep()).complete(ModelRequest("rt", "root", "c", body))
+    assert server.requests == [body]
+
+
+async def test_anthropic_blocks_are_not_sent(server: ScriptedModelServer) -> None:
+    """A transcript written under the anthropic style goes out without its private blocks key."""
+    assistant = {"role": "assistant", "content": "hi", "anthropic_content": [{"type": "text", "text": "hi"}]}
+    body = {**BODY, "messages": [*BODY["messages"], assistant]}  # type: ignore[list-item]
+    await transport(server.url, RecordingSleep()).complete(ModelRequest("rt", "root", "c", body))
+    assert server.requests[0]["messages"][-1] == {"role": "assistant", "content": "hi"}

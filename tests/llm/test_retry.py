@@ -19,9 +19,9 @@ def test_total_attempts_counts_the_first_and_clamps_negative(retries: int, attem
     assert total_attempts(retries) == attempts
 
 
-@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504, 529])
 def test_transient_statuses_retry(status: int) -> None:
-    """Rate limiting and gateway/overload statuses are retried."""
+    """Rate limiting and gateway/overload statuses (529 = Anthropic overloaded) are retried."""
     assert is_retryable_status(status)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolnexus_daemon.tools.envexpand import expand, expand_headers
+from toolnexus_daemon.tools.envexpand import expand, expand_headers, expanded_secrets, mask
 
 
 def test_variables_are_replaced() -> None:
@@ -31,3 +31,16 @@ def test_os_environ_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_header_names_are_not_expanded() -> None:
     """Only values are expanded; names are taken literally."""
     assert expand_headers({"X-${A}": "${A}"}, {"A": "1"}) == {"X-${A}": "1"}
+
+
+def test_expanded_secrets_are_the_referenced_values_only() -> None:
+    """Only values reached through ${NAME} count, longest first; short or unset ones are skipped."""
+    headers = {"A": "Bearer ${TOKEN}", "B": "${LONGER_ONE}-${TOKEN}", "C": "literal-text",
+               "D": "${ID}${NOPE}"}
+    env = {"TOKEN": "tok-123456", "LONGER_ONE": "longer-secret-1", "ID": "7", "UNUSED": "unused-value"}
+    assert expanded_secrets(headers, env) == ["longer-secret-1", "tok-123456"]
+
+
+def test_mask_replaces_every_occurrence() -> None:
+    """Each secret is masked wherever it appears."""
+    assert mask("a tok-123456 b tok-123456", ["tok-123456"]) == "a *** b ***"

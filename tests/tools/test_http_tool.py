@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -123,3 +124,39 @@ def test_split_arguments_for_get_and_post() -> None:
     assert split_arguments(http, "GET", {"q": 1, "r": None, "s": "x"}) == ({"q": "1", "s": "x"}, None)
     assert split_arguments(http, "PATCH", {"q": 1, "s": {"k": 1}}) == ({"q": "1"}, {"s": {"k": 1}})
     assert split_arguments(http, "POST", {"q": 1}) == ({"q": "1"}, None)
+
+
+async def test_issue_scenario_env_header_stays_out_of_logs(server: ScriptedModelServer,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A placeholder, a query parameter and an env-expanded header reach the API; no log has the token.
+
+    The echoing endpoint also shows that a token the service sends back is masked in the output.
+    """
+    server.route("/api", echo)
+    server.route("/api/missing", lambda req: Reply(404, "no such city"))
+    ex = HttpToolExecutor(env={"WEATHER_TOKEN": "wx-s3cret-token"})
+    caplog.set_level(logging.DEBUG)
+    headers = {"Authorization": "Bearer ${WEATHER_TOKEN}"}
+    args = {"city": "Oslo", "units": "metric"}
+    found = await ex.invoke(invocation(server.origin + "/api/cities/{city}", args, query=("units",),
+                                       headers=headers))
+    missing = await ex.invoke(invocation(server.origin + "/api/missing/{city}", {"city": "Atlantis"},
+                                         headers=headers))
+    await ex.aclose()
+    seen = json.loads(found.output)
+    assert (seen["path"], seen["query"], seen["auth"]) == ("/api/cities/Oslo", {"units": ["metric"]},
+                                                          "Bearer ***")
+    assert (missing.output, missing.is_error, missing.metadata) == ("HTTP 404: no such city", True,
+                                                                    {"status": 404})
+    assert server.received[0].headers["authorization"] == "Bearer wx-s3cret-token"
+    assert caplog.records, "expected httpx to log the requests at DEBUG/INFO"
+    assert all("wx-s3cret-token" not in r.getMessage() for r in caplog.records)
+
+
+async def test_an_echoed_secret_is_masked_in_error_output(server: ScriptedModelServer) -> None:
+    """A service echoing the expanded token in an error body does not leak it into the result."""
+    server.route("/deny", lambda req: Reply(401, f"bad token {req.headers['x-key']} for user bob"))
+    ex = HttpToolExecutor(env={"KEY": "k-123456"})
+    result = await ex.invoke(invocation(server.origin + "/deny", {}, headers={"X-Key": "${KEY}"}))
+    await ex.aclose()
+    assert result.output == "HTTP 401: bad token *** for user bob"

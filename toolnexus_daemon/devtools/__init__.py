@@ -1,8 +1,9 @@
 """Development and test helpers shipped with the daemon.
 
-A scripted OpenAI-compatible HTTP server (``toolnexus-daemon dev-model``)
-and the demo approval webhook it serves. Tests use the same server, so what
-a developer runs by hand is what the test suite exercises.
+A scripted OpenAI- and Anthropic-compatible HTTP server (``toolnexus-daemon
+dev-model``), streamed replies for it, and the demo approval webhook it
+serves. Tests use the same server, so what a developer runs by hand is what
+the test suite exercises.
 """
 
 from .approval_tool import approval_request_id, handle_approval
@@ -16,8 +17,17 @@ from .model_server import (
     serve_forever,
     tool_call,
 )
+from .model_streams import (
+    Stream,
+    anthropic_response,
+    chat_stream,
+    messages_stream,
+    mock_anthropic_model,
+    tool_use,
+)
 
 __all__ = [
-    "Received", "Reply", "ScriptedModelServer", "approval_request_id", "chat_response",
-    "handle_approval", "mock_model", "run_dev_model", "serve_forever", "tool_call",
+    "Received", "Reply", "ScriptedModelServer", "Stream", "anthropic_response", "approval_request_id",
+    "chat_response", "chat_stream", "handle_approval", "messages_stream", "mock_anthropic_model",
+    "mock_model", "run_dev_model", "serve_forever", "tool_call", "tool_use",
 ]

@@ -3,9 +3,13 @@
 DESIGN §8 wants the model reached over real HTTP in tests, so this is a real
 server (stdlib ``ThreadingHTTPServer`` on a background thread), not a fake
 transport. ``POST /v1/chat/completions`` answers from a FIFO of pushed
-replies, then from a script; ``POST /tools/approval`` serves the demo
-approval webhook; tests may add routes of their own. Every request is
-recorded so a test can assert what the daemon actually sent.
+replies, then from a script; ``POST /v1/messages`` does the same for the
+Anthropic style (one FIFO for both, an Anthropic-shaped default script);
+``POST /tools/approval`` serves the demo approval webhook; tests may add
+routes of their own. A reply may be a ``Stream`` of server-sent events, and
+a plain JSON answer to a request with ``"stream": true`` is sent as the
+stream the provider would send for it. Every request is recorded so a test
+can assert what the daemon actually sent.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..model import JSON
 from .approval_tool import handle_approval
+from .model_streams import Stream, chat_stream, encode_event, messages_stream, mock_anthropic_model
 
 MODEL_PATH = "/v1/chat/completions"
+MESSAGES_PATH = "/v1/messages"
 APPROVAL_PATH = "/tools/approval"
 
 
@@ -61,8 +67,8 @@ class Received:
             return None
 
 
-Script = Callable[[JSON], "Reply | JSON"]
-Route = Callable[[Received], "Reply | JSON"]
+Script = Callable[[JSON], "Reply | Stream | JSON"]
+Route = Callable[[Received], "Reply | Stream | JSON"]
 
 
 def tool_call(name: str, arguments: JSON, id: str = "call_1") -> JSON:
@@ -100,14 +106,16 @@ def mock_model(body: JSON) -> JSON:
 class ScriptedModelServer:
     """The server; use as a context manager or ``start()``/``stop()``."""
 
-    def __init__(self, script: Script | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, script: Script | None = None, host: str = "127.0.0.1", port: int = 0, *,
+                 anthropic_script: Script | None = None) -> None:
         self._script: Script = script or mock_model
+        self._anthropic_script: Script = anthropic_script or mock_anthropic_model
         self._host, self._port = host, port
         self._lock = threading.Lock()
-        self._queue: deque[Reply | JSON] = deque()
+        self._queue: deque[Reply | Stream | JSON] = deque()
         self._received: list[Received] = []
         self._bodies: list[JSON] = []
-        self._routes: dict[str, Route] = {MODEL_PATH: self._serve_model,
+        self._routes: dict[str, Route] = {MODEL_PATH: self._serve_model, MESSAGES_PATH: self._serve_messages,
                                           APPROVAL_PATH: lambda r: handle_approval(r.json() or {})}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -148,7 +156,7 @@ class ScriptedModelServer:
 
     @property
     def url(self) -> str:
-        """The OpenAI ``base_url`` to configure (``.../v1``)."""
+        """The OpenAI ``base_url`` to configure (``.../v1``); the Anthropic style takes it too."""
         return self.origin + "/v1"
 
     @property
@@ -173,8 +181,8 @@ class ScriptedModelServer:
         with self._lock:
             return len(self._bodies)
 
-    def push(self, *replies: Reply | JSON) -> None:
-        """Queue replies for the next model calls; they are served before the script."""
+    def push(self, *replies: Reply | Stream | JSON) -> None:
+        """Queue replies for the next model calls (either style); they are served before the script."""
         with self._lock:
             self._queue.extend(replies)
 
@@ -182,7 +190,7 @@ class ScriptedModelServer:
         """Serve ``path`` and everything below it (any method) with ``handler``."""
         self._routes[path.rstrip("/")] = handler
 
-    def dispatch(self, req: Received) -> Reply:
+    def dispatch(self, req: Received) -> Reply | Stream:
         """Find the route for a request and run it; a crashing handler becomes a 500."""
         with self._lock:
             self._received.append(req)
@@ -200,18 +208,29 @@ class ScriptedModelServer:
                 return self._routes[prefix]
         return None
 
-    def _serve_model(self, req: Received) -> Reply | JSON:
+    def _serve_model(self, req: Received) -> Reply | Stream | JSON:
+        return self._serve_call(req, self._script, chat_stream)
+
+    def _serve_messages(self, req: Received) -> Reply | Stream | JSON:
+        return self._serve_call(req, self._anthropic_script, messages_stream)
+
+    def _serve_call(self, req: Received, script: Script,
+                    as_stream: Callable[[JSON], Stream]) -> Reply | Stream | JSON:
+        """The next queued reply or the script's; plain JSON is streamed when the request asks."""
         body = req.json()
         if not isinstance(body, dict):
             return Reply(400, {"error": {"message": "request body is not a JSON object"}})
         with self._lock:
             self._bodies.append(body)
             queued = self._queue.popleft() if self._queue else None
-        return queued if queued is not None else self._script(body)
+        reply = queued if queued is not None else script(body)
+        if body.get("stream") is True and isinstance(reply, dict):
+            return as_stream(reply)
+        return reply
 
 
-def _as_reply(value: Reply | JSON) -> Reply:
-    return value if isinstance(value, Reply) else Reply(200, value)
+def _as_reply(value: Reply | Stream | JSON) -> Reply | Stream:
+    return value if isinstance(value, Reply | Stream) else Reply(200, value)
 
 
 class _Server(ThreadingHTTPServer):
@@ -241,7 +260,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay > 0:
             time.sleep(reply.delay)
         try:
-            self._write(reply)
+            if isinstance(reply, Stream):
+                self._write_stream(reply)
+            else:
+                self._write(reply)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. its timeout fired), which the test wanted
 
@@ -254,6 +276,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
+
+    def _write_stream(self, stream: Stream) -> None:
+        """Events one at a time; the body ends when the connection closes (HTTP/1.0)."""
+        chunks = [encode_event(event) for event in stream.events]
+        # each event is its own small write; Nagle's algorithm would hold them back for ACKs
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.send_response(stream.status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        if stream.cut:
+            # promise more than is sent, so closing early is a broken transfer, not a normal end
+            self.send_header("Content-Length", str(sum(map(len, chunks)) + 1_000_000))
+        for name, value in stream.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        for i, chunk in enumerate(chunks):
+            if i and stream.delay_between > 0:
+                time.sleep(stream.delay_between)
+            self.wfile.write(chunk)
+            self.wfile.flush()
+        self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 

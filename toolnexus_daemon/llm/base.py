@@ -14,6 +14,10 @@ from typing import Protocol
 
 from ..model import JSON, Usage
 
+# where the anthropic transport keeps a reply's content blocks inside the engine's message,
+# so that a later request re-sends them verbatim; no other style sends this key
+ANTHROPIC_BLOCKS_KEY = "anthropic_content"
+
 
 @dataclass(frozen=True)
 class ModelRequest:
@@ -56,8 +60,23 @@ def reply_from_openai(body: JSON) -> ModelReply:
         raise ModelError("model response choice has no message")
     message = dict(message)
     message.setdefault("role", "assistant")
-    usage = body.get("usage") or {}
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    total = int(usage.get("total_tokens") or (prompt + completion))
-    return ModelReply(message=message, usage=Usage(prompt, completion, total))
+    return ModelReply(message=message, usage=usage_from_openai(body.get("usage")))
+
+
+def usage_from_openai(usage: object) -> Usage:
+    """OpenAI's usage object; a missing or malformed one counts as zero (some servers omit it)."""
+    if not isinstance(usage, dict):
+        return Usage(0, 0, 0)
+    prompt = token_count(usage.get("prompt_tokens"))
+    completion = token_count(usage.get("completion_tokens"))
+    return Usage(prompt, completion, token_count(usage.get("total_tokens")) or prompt + completion)
+
+
+def token_count(value: object) -> int:
+    """A token count as a non-negative int; anything else is 0 rather than a failed turn."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return 0
+    try:
+        return max(0, int(value))
+    except ValueError:
+        return 0

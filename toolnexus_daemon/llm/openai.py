@@ -1,47 +1,30 @@
 """The OpenAI-compatible chat-completions transport over httpx.
 
-Owns one concern: turning a ``ModelRequest`` into one HTTP exchange with
-retries, and every lower-layer failure (httpx exceptions, HTTP statuses,
-malformed bodies) into a ``ModelError`` whose message the turn can report.
-The message never carries the API key or a header value: provider error
-bodies sometimes echo the key back, so known secrets are masked as well.
+Owns what is OpenAI-specific: the endpoint, the ``Authorization`` header,
+and folding a streamed reply (``choices[].delta`` chunks, tool calls
+assembled by index, usage in the last chunk) back into the body a
+non-streamed call returns. Retries, timeouts and the translation of
+lower-layer failures into a ``ModelError`` are shared with the other HTTP
+styles (``retry``); the message never carries the API key or a header value.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 
 import httpx
 
 from ..model import JSON, LlmConfig
 from ..tools.envexpand import expand_headers
-from .base import ModelError, ModelReply, ModelRequest, reply_from_openai
-from .retry import is_retryable_status, retry_delay, total_attempts
-
-log = logging.getLogger(__name__)
+from .base import ANTHROPIC_BLOCKS_KEY, ModelError, ModelReply, ModelRequest, reply_from_openai
+from .retry import Reader, RetryPolicy, exchange, json_reader, secret_values
+from .sse import SseEvent, StreamError, event_json, stream_reader
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT_MS = 60_000
-# enough of a provider's error body to diagnose, not enough to flood a result
-BODY_SNIPPET_CHARS = 500
-# shorter values (e.g. "1", "json") are too common to mask without mangling the message
-_MIN_SECRET_CHARS = 6
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """One failed attempt: what to report and whether another attempt may help."""
-
-    reason: str
-    retryable: bool
-    retry_after: str | None = None
-    # the lower-layer exception, chained onto the ModelError for tracebacks
-    cause: Exception | None = None
 
 
 class OpenAITransport:
@@ -57,38 +40,28 @@ class OpenAITransport:
         self._timeout_ms = config.timeout_ms if config.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
         self._owns_client = client is None
         self._client = client if client is not None else httpx.AsyncClient()
-        self._backoff_base = backoff_base
-        self._backoff_cap = backoff_cap
-        self._sleep = sleep
-        self._rand = rand
+        self._policy = RetryPolicy(config.retries, backoff_base, backoff_cap, sleep, rand)
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """POST the body, retrying transient failures; raise ModelError once they are spent."""
-        headers, secrets = self._headers()
-        attempts = total_attempts(self._config.retries)
-        for attempt in range(attempts):
-            outcome = await self._attempt(request.body, headers)
-            if isinstance(outcome, ModelReply):
-                return outcome
-            if not outcome.retryable or attempt + 1 == attempts:
-                message = _redact(_failure_message(outcome.reason, attempt + 1), secrets)
-                raise ModelError(message) from outcome.cause
-            delay = retry_delay(attempt, outcome.retry_after, base=self._backoff_base,
-                                cap=self._backoff_cap, rand=self._rand)
-            log.info("model call attempt %d/%d failed (%s); retrying in %.2fs", attempt + 1, attempts,
-                     _redact(outcome.reason, secrets), delay)
-            await self._sleep(delay)
-        raise AssertionError("unreachable: the last attempt always returns or raises")
+        headers = self._headers()
+        body = outgoing_body(request.body)
+        body = streaming_body(body) if self._config.stream else body
+        read: Reader = (stream_reader(OpenAIStream, reply_from_openai, request.on_text)
+                        if self._config.stream else json_reader(reply_from_openai))
+        return await self._policy.run(
+            lambda: exchange(self._client, self._url, body, headers, self._timeout_ms, read,
+                             stream=self._config.stream),
+            secret_values(headers))
 
     async def aclose(self) -> None:
         """Close the HTTP client if this transport created it."""
         if self._owns_client:
             await self._client.aclose()
 
-    def _headers(self) -> tuple[httpx.Headers, list[str]]:
-        """The request headers and the secret values in them (to mask in messages)."""
+    def _headers(self) -> httpx.Headers:
+        """The request headers; every value in them is treated as a secret in messages."""
         headers = httpx.Headers(expand_headers(self._config.headers, self._env))
-        secrets = [v for v in headers.values() if len(v) >= _MIN_SECRET_CHARS]
         name = self._config.api_key_env
         if name:
             key = self._env.get(name, "")
@@ -96,27 +69,7 @@ class OpenAITransport:
                 raise ModelError(f"environment variable {name} (llm.api_key_env) is not set")
             # the dedicated key setting wins over an Authorization in llm.headers
             headers["Authorization"] = f"Bearer {key}"
-            secrets.append(key)
-        return headers, secrets
-
-    async def _attempt(self, body: JSON, headers: httpx.Headers) -> ModelReply | _Failure:
-        """One HTTP exchange, its failure described rather than raised."""
-        seconds = self._timeout_ms / 1000
-        try:
-            # httpx times each read separately; the outer deadline bounds a slow trickle too
-            async with asyncio.timeout(seconds):
-                response = await self._client.post(self._url, json=body, headers=headers, timeout=seconds)
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            return _Failure(f"timeout after {self._timeout_ms} ms ({type(exc).__name__})", retryable=True,
-                            cause=exc)
-        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-            return _Failure(f"invalid llm.base_url: {exc}", retryable=False, cause=exc)
-        except httpx.TransportError as exc:
-            return _Failure(f"connection error: {_describe(exc)}", retryable=True, cause=exc)
-        except httpx.RequestError as exc:
-            # e.g. a body that fails to decode: the same bytes would come back again
-            return _Failure(f"bad response: {_describe(exc)}", retryable=False, cause=exc)
-        return _read(response)
+        return headers
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -129,43 +82,93 @@ def chat_completions_url(base_url: str) -> str:
     return str(url.copy_with(path=url.path.rstrip("/") + "/chat/completions"))
 
 
-def _read(response: httpx.Response) -> ModelReply | _Failure:
-    """Interpret one HTTP response: a reply, or a failure saying whether to retry."""
-    if not response.is_success:
-        return _Failure(f"HTTP {response.status_code}: {_snippet(response.text)}",
-                        retryable=is_retryable_status(response.status_code),
-                        retry_after=response.headers.get("retry-after"))
-    try:
-        data = response.json()
-    except ValueError as exc:
-        return _Failure(f"HTTP {response.status_code} response is not JSON: {_snippet(response.text)}",
-                        retryable=False, cause=exc)
-    try:
-        return reply_from_openai(data)
-    except ModelError as exc:
-        return _Failure(str(exc), retryable=False, cause=exc)
+def outgoing_body(body: JSON) -> JSON:
+    """The body without what the anthropic style keeps in messages.
+
+    A runtime reattached with another ``llm`` keeps its transcript, and strict
+    servers refuse message fields they do not know.
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not any(isinstance(m, dict) and ANTHROPIC_BLOCKS_KEY in m
+                                                 for m in messages):
+        return body
+    clean = [{k: v for k, v in m.items() if k != ANTHROPIC_BLOCKS_KEY} if isinstance(m, dict) else m
+             for m in messages]
+    return {**body, "messages": clean}
 
 
-def _failure_message(reason: str, attempts_made: int) -> str:
-    if attempts_made == 1:
-        return f"model call failed: {reason}"
-    return f"model call failed after {attempts_made} attempts: {reason}"
+def streaming_body(body: JSON) -> JSON:
+    """The body asking for a stream whose last chunk carries the usage."""
+    options = body.get("stream_options")
+    options = dict(options) if isinstance(options, dict) else {}
+    options["include_usage"] = True
+    return {**body, "stream": True, "stream_options": options}
 
 
-def _describe(exc: Exception) -> str:
-    """The exception class and message; httpx messages name neither headers nor keys."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+class OpenAIStream:
+    """Assembles ``chat.completion.chunk`` events into a ``chat.completion`` body (choice 0 only)."""
 
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, JSON] = {}
+        self._usage: JSON = {}
+        self._finish: str | None = None
+        self._done = False
 
-def _snippet(text: str) -> str:
-    text = text.strip()
-    if len(text) <= BODY_SNIPPET_CHARS:
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def complete(self) -> bool:
+        # some compatible servers end without [DONE]; a finish_reason already says the answer ended
+        return self._done or self._finish is not None
+
+    def feed(self, event: SseEvent) -> str:
+        if event.data.strip() == "[DONE]":
+            self._done = True
+            return ""
+        chunk = event_json(event)
+        if chunk.get("error"):
+            raise StreamError(str(chunk["error"])[:500])
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = chunk["usage"]
+        text = ""
+        for choice in chunk.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                text += self._take(choice.get("delta") or {})
+                self._finish = choice.get("finish_reason") or self._finish
         return text
-    return text[:BODY_SNIPPET_CHARS] + f"… ({len(text)} chars)"
 
+    def _take(self, delta: JSON) -> str:
+        """Fold one delta in; returns its text."""
+        for piece in delta.get("tool_calls") or []:
+            self._take_call(piece)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text.append(content)
+            return content
+        return ""
 
-def _redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
+    def _take_call(self, piece: JSON) -> None:
+        """Tool calls arrive in pieces keyed by index: id and name once, arguments in fragments."""
+        index = piece.get("index")
+        if not isinstance(index, int):
+            # a server that omits the index sends one call at a time: a new id opens the next one
+            last = max(self._calls, default=-1)
+            index = last + 1 if piece.get("id") and self._calls.get(last, {}).get("id") else max(last, 0)
+        call = self._calls.setdefault(index, {"id": "", "type": "function",
+                                              "function": {"name": "", "arguments": ""}})
+        call["id"] = piece.get("id") or call["id"]
+        fn = piece.get("function") or {}
+        name = fn.get("name") or ""
+        if name != call["function"]["name"]:  # some servers repeat the whole name in every piece
+            call["function"]["name"] += name
+        call["function"]["arguments"] += fn.get("arguments") or ""
+
+    def body(self) -> JSON:
+        message: JSON = {"role": "assistant", "content": "".join(self._text) or None}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        return {"object": "chat.completion", "usage": self._usage,
+                "choices": [{"index": 0, "message": message, "finish_reason": self._finish}]}

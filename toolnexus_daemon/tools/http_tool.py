@@ -3,9 +3,12 @@
 DESIGN §3: ``{placeholder}`` segments of ``http.url`` are filled from the
 arguments (URL-quoted) and those arguments are used up; arguments named in
 ``http.query`` go as query parameters; the rest go as a JSON body for methods
-that carry one, else as query parameters. Also home of the helpers the
-webhook executor shares: both turn every httpx failure into an error
-ToolResult, because a tool's failure is a value the model reads, not a crash.
+that carry one, else as query parameters. Header values get ``${ENV}``
+expansion; the expanded values are never logged and are masked in the
+output, which is stored in the event log and read by the model. Also home
+of the helpers the webhook executor shares: both turn every httpx failure
+into an error ToolResult, because a tool's failure is a value the model
+reads, not a crash.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import httpx
 
 from ..model import JSON, HttpConfig, ToolResult
 from .base import ToolInvocation
-from .envexpand import expand_headers
+from .envexpand import expand_headers, expanded_secrets, mask
 
 DEFAULT_TIMEOUT_MS = 30_000
 # a tool result is fed to the model; an unbounded body would blow its context
@@ -131,10 +134,11 @@ class HttpToolExecutor:
         response = await send(self._client, "http", inv, request)
         if isinstance(response, ToolResult):
             return response
+        # the output is stored and shown to the model: an echoed ${ENV} header value must not leak
+        text = mask(response.text, expanded_secrets(http.headers, self._env))
         if not response.is_success:
-            return http_error(response.status_code, response.text, self._max_output)
-        return ToolResult(output=truncate(response.text, self._max_output),
-                          metadata={"status": response.status_code})
+            return http_error(response.status_code, text, self._max_output)
+        return ToolResult(output=truncate(text, self._max_output), metadata={"status": response.status_code})
 
     async def aclose(self) -> None:
         """Close the HTTP client if this executor created it."""
