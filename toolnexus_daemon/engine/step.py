@@ -14,7 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..model import Answer, EventType, Request, ToolResult
+from ..model import JSON, Answer, EventType, Request, ToolResult
 from ..tools.base import ToolInvocation
 from . import notes
 from .change import Change
@@ -28,33 +28,48 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
-async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
-    """Run every call of the step that has no kept result, concurrently, committing each result."""
-    base = f"{rt.id}/{h.id}"
+async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change:
+    """Run every call of the step that has no kept result, concurrently, each result committed.
+
+    A lone call's result is not committed here but returned in a Change that the caller
+    commits together with what follows it (the step's closing or the suspension): one
+    synced commit instead of two, with no outside effect in between.
+    """
     answered = step.pending_idx if cp.answer is not None else None
     todo = step.open_calls()
+    deferred = Change()
     if not todo:
-        return
-    change = Change()
-    for a in [h, *rt.ancestors(h)]:
-        a.tool_calls += len(todo)
-    change.save(h, *rt.ancestors(h))
-    for i in todo:
-        if i in step.results:  # it ran before and suspended: a new attempt gets a new call_id
-            step.attempts[i] = step.attempts.get(i, 0) + 1
-        step.calls[i].call_id = step.call_id(base, i)
-        call = step.calls[i]
-        change.event(h, EventType.TOOL_CALL, notes.tool_call(h.id, call.name, call.call_id),
-                     data={"tool": call.name, "call_id": call.call_id, "raw_arguments": call.raw_arguments}
-                     if call.raw_arguments else {"tool": call.name, "call_id": call.call_id})
-    await rt.commit(change.checkpoint(h, cp))
-    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i == answered) for i in todo))
+        return deferred
+    again = [i for i in todo if i in step.results]
+    if again:  # new attempts get new call_ids, which must be durable before they are dispatched
+        await rt.commit(announce(rt, h, step, again, Change()).checkpoint(h, cp))
+    into = deferred if len(todo) == 1 else None
+    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i == answered, into) for i in todo))
     if answered is not None:
-        cp.answer = None
-        await rt.commit(Change().checkpoint(h, cp))
+        cp.answer = None  # persisted by the commit that follows
+    return deferred
 
 
-async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool) -> None:
+def announce(rt: Runtime, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
+    """Give each call its call_id (a new attempt for one that ran before) and a ``tool_call`` event."""
+    base = f"{rt.id}/{h.id}"
+    for a in [h, *rt.ancestors(h)]:
+        a.tool_calls += len(indices)
+    change.save(h, *rt.ancestors(h))
+    for i in indices:
+        if i in step.results:  # it ran before and suspended
+            step.attempts[i] = step.attempts.get(i, 0) + 1
+        call = step.calls[i]
+        call.call_id = step.call_id(base, i)
+        data: JSON = {"tool": call.name, "call_id": call.call_id}
+        if call.raw_arguments:
+            data["raw_arguments"] = call.raw_arguments
+        change.event(h, EventType.TOOL_CALL, notes.tool_call(h.id, call.name, call.call_id), data=data)
+    return change
+
+
+async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool,
+                    into: Change | None) -> None:
     call = step.calls[i]
     prior = step.results.get(i)
     answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
@@ -77,11 +92,12 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
     step.results[i] = result
     outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
     latency_ms = int((time.monotonic() - started) * 1000)
-    change = Change().checkpoint(h, cp)
+    change = into if into is not None else Change()
     change.event(h, EventType.TOOL_RESULT, notes.tool_result(h.id, call.name, outcome),
                  data={"tool": call.name, "call_id": call.call_id, "outcome": outcome,
                        "source": _source(rt, h, call), "latency_ms": latency_ms})
-    await rt.commit(change)
+    if into is None:
+        await rt.commit(change.checkpoint(h, cp))
 
 
 def _resolve_repeat(again: Request, before: Request, ok: bool) -> ToolResult:
@@ -132,18 +148,17 @@ async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
     return result
 
 
-async def maybe_suspend(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> bool:
-    """The first suspending call in call order suspends the handle durably."""
+async def maybe_suspend(rt: Runtime, h: Handle, step: Step, change: Change) -> bool:
+    """The first suspending call in call order suspends the handle durably (``change`` goes along)."""
     idx = step.first_pending()
     if idx is None:
         return False
-    await suspend_durably(rt, h, step, idx)
+    await suspend_durably(rt, h, step, idx, change)
     return True
 
 
-async def close_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> None:
+async def close_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, change: Change) -> None:
     """Every call has a result: append the tool messages (in call order) and go on."""
-    change = Change()
     for i, call in enumerate(step.calls):
         msg = {"role": "tool", "tool_call_id": call.tool_call_id, "content": step.results[i].output}
         change.message(h, h.log_len, msg)

@@ -28,7 +28,7 @@ def index_entry(request: Request, handle: str) -> dict[str, object]:
     return {"request": request.to_json(), "handles": {handle: {"state": "pending"}}}
 
 
-async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int) -> None:
+async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int, change: Change) -> None:
     """Park ``h`` on the request of call ``idx`` and tell its waiters ``pending``."""
     call_result = step.results[idx]
     request = call_result.pending
@@ -40,7 +40,7 @@ async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int) -> None:
     h.pending = request
     result = h.result(Status.PENDING, request.prompt, pending=request)
     h.last_result = result
-    change = Change().save(h).checkpoint(h, h.cp)
+    change.save(h).checkpoint(h, h.cp)
     if is_leaf:
         change.requests[request.id] = _merged_entry(rt, request, h.id)
     note = notes.suspended_durable(h.id, request.kind)

@@ -23,7 +23,7 @@ from . import notes, wakes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step
 from .handle import Handle
-from .step import close_step, maybe_suspend, run_step
+from .step import announce, close_step, maybe_suspend, run_step
 from .task import tool_payload as task_tool_payload
 
 if TYPE_CHECKING:
@@ -68,10 +68,10 @@ async def _loop(rt: Runtime, h: Handle) -> None:
                 reply = await _ask_model(rt, h, cp)
                 await _record_reply(rt, h, cp, reply, int((time.monotonic() - started) * 1000))
             else:
-                await run_step(rt, h, cp, cp.step)
-                if await maybe_suspend(rt, h, cp, cp.step):
+                deferred = await run_step(rt, h, cp, cp.step)
+                if await maybe_suspend(rt, h, cp.step, deferred):
                     return
-                await close_step(rt, h, cp, cp.step)
+                await close_step(rt, h, cp, cp.step, deferred)
     except asyncio.CancelledError:
         raise
     except ModelError as exc:
@@ -180,7 +180,8 @@ async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelRepl
         h.settle_waiters(result)
         return
     cp.step = Step(number=h.turns_total, assistant_index=index, calls=calls)
-    await rt.commit(change.checkpoint(h, cp))
+    # the calls are announced (tool_call events) in the same commit as the reply that asked for them
+    await rt.commit(announce(rt, h, cp.step, list(range(len(calls))), change).checkpoint(h, cp))
 
 
 def _settle(h: Handle, cp: Checkpoint, change: Change, result: TaskResult, note: str) -> None:
