@@ -128,3 +128,41 @@ async def test_wait_timeout_leaves_the_handle_running(bench: Bench) -> None:
     gate.set()
     final = await rt.wait(h.id, 5000)
     assert final.status is Status.DONE and final.text == "late"
+
+
+async def test_the_same_request_pending_on_two_handles_needs_a_handle(bench: Bench) -> None:
+    def shared(args: dict, inv: ToolInvocation) -> ToolResult:  # type: ignore[type-arg]
+        if inv.answer is None:
+            return ToolResult(output="", pending=Request(id="shared-approval", kind="approval", prompt="ok?"))
+        return ToolResult(output=f"approved for {inv.handle}")
+
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = shared
+    rt = await new_runtime(bench, "twice", SECRET)
+    a, b = await rt.spawn("root", "secret"), await rt.spawn("root", "secret")
+    for h in (a, b):
+        await rt.wake(h.id, "go")
+        assert (await rt.wait(h.id, 5000)).status is Status.PENDING
+    with pytest.raises(FailedPrecondition, match="pending on several handles"):
+        await rt.resume(Answer(id="shared-approval", ok=True))
+    out = await rt.resume(Answer(id="shared-approval", ok=True), handle_id=b.id)
+    assert out.handle == b.id and out.result is not None and out.result.text == f"approved for {b.id}"
+    assert rt.snapshot(a.id).state is HandleState.SUSPENDED, "the other handle still waits"
+
+
+async def test_an_answer_after_expiry_is_a_decline(bench: Bench) -> None:
+    def expiring(args: dict, inv: ToolInvocation) -> ToolResult:  # type: ignore[type-arg]
+        if inv.answer is None:
+            return ToolResult(output="", pending=Request(id="late", kind="approval", prompt="approve?",
+                                                         expires_at="2000-01-01T00:00:00Z"))
+        return ToolResult(output="action performed")
+
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = expiring
+    rt = await new_runtime(bench, "expiry", SECRET)
+    h = await rt.spawn("root", "secret")
+    await rt.wake(h.id, "go")
+    await rt.wait(h.id, 5000)
+    out = await rt.resume(Answer(id="late", ok=True))
+    assert out.result is not None and out.result.text == "declined/expired: approve?"
+    assert bench.tools.ledger[-1].answer is None, "treated as a decline: invoked fresh"
