@@ -1,0 +1,29 @@
+// toolnexus-client: the Node.js client of toolnexus-daemon.
+//
+//   import { Runtime, ToolResult, agent, registry, tool } from 'toolnexus-client';
+//
+//   const secretAction = tool('secret_action', async (args, ctx) =>
+//     ctx.answer ? 'action performed'
+//       : ToolResult.suspend({ id: `auth:${ctx.handle}`, kind: 'authorization', prompt: 'approve?' }));
+//   const rt = await Runtime.new({ target: '127.0.0.1:50051', transport,
+//     registry: registry(agent('worker', { does: 'acts', uses: { tools: [secretAction] } })) });
+//   const h = await rt.spawn(rt.root, 'worker');
+//   await rt.wake(h, 'do it');
+//   const r = await rt.wait(h);                   // status 'pending', r.pending.kind 'authorization'
+//   await rt.resume({ id: r.pending.id, ok: true });
+//   (await rt.snapshot(h)).lastResult.text;       // 'action performed'
+//
+// See README.md for the whole API.
+export { Runtime, DEFAULT_TARGET, RUNTIME_KEY_HEADER } from './runtime.js';
+export { AgentSpec, Registry, Tool, agent, registry, tool } from './defs.js';
+export { HandleState, Status, ToolResult, toAnswer, toRequest, toToolResult } from './types.js';
+export { EventStream } from './watch.js';
+export { toStruct, fromStruct } from './struct.js';
+export { loadContract, protoDir } from './proto.js';
+export {
+  Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, FailedPrecondition, Internal,
+  InvalidArgument, NotFound, OutOfRange, PermissionDenied, ResourceExhausted, ToolnexusError,
+  Unauthenticated, Unavailable, Unimplemented, Unknown, errorFor, fromGrpcError,
+} from './errors.js';
+
+export const VERSION = '0.1.0';

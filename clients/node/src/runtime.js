@@ -1,0 +1,239 @@
+// Runtime: one agent runtime on a toolnexus daemon, driven with promises from Node.
+//
+// `Runtime.new` creates the runtime (or reattaches to `runtimeId`), then, when this process has
+// something to serve (native tools with an execute function, a model `transport`, a `waitFor`
+// resolver), opens the worker stream and resolves only once the daemon welcomed it, so a wake
+// right after never races a missing worker. Every verb is a thin async wrapper over one RPC;
+// gRPC failures reject with ToolnexusError subclasses. `detach()` (or `close()` without a
+// handle) only disconnects this client: the runtime and its handles live on in the daemon and
+// can be reattached from another process, in any language.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+
+import grpc from '@grpc/grpc-js';
+
+import * as convert from './convert.js';
+import { Registry, budgetFields, llmFields } from './defs.js';
+import { Dispatcher } from './dispatch.js';
+import { fromGrpcError } from './errors.js';
+import { loadContract } from './proto.js';
+import { toAnswer } from './types.js';
+import { EventStream } from './watch.js';
+import { WorkerStream } from './worker.js';
+
+export const DEFAULT_TARGET = '127.0.0.1:50051';
+export const RUNTIME_KEY_HEADER = 'x-toolnexus-runtime-key';
+// grpc's own reconnect backoff grows to minutes; a sidecar that restarts should be found again quickly
+const CHANNEL_OPTIONS = Object.freeze({
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.min_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 2000,
+});
+// a Wait with a timeout is answered by the daemon; the deadline only guards against a dead one
+const WAIT_DEADLINE_SLACK_MS = 10_000;
+
+const SILENT = Object.freeze({ debug() {}, info() {} });
+const defaultLogger = Object.freeze({
+  ...SILENT,
+  warn: (msg) => process.stderr.write(`toolnexus-client: ${msg}\n`),
+  error: (msg) => process.stderr.write(`toolnexus-client: ${msg}\n`),
+});
+
+function makeMetadata(token, runtimeKey) {
+  const md = new grpc.Metadata();
+  if (token) md.set('authorization', `Bearer ${token}`);
+  if (runtimeKey) md.set(RUNTIME_KEY_HEADER, runtimeKey);
+  return md;
+}
+
+function resolveLlm(llm, transport) {
+  if (transport !== undefined && transport !== null && typeof transport !== 'function') {
+    throw new TypeError('transport must be a function ({body}) => {status, headers, body}');
+  }
+  if (!llm) {
+    if (!transport) throw new TypeError('Runtime.new needs llm (a model config) or transport (a model function)');
+    return { style: 'worker' };
+  }
+  const fields = llmFields(llm);
+  const style = fields.style ?? 'openai';
+  if (transport && style !== 'worker') {
+    throw new TypeError(`transport serves llm style "worker", but llm style is "${style}"`);
+  }
+  return { ...llm, style };
+}
+
+// The generated client also gets camelCase aliases of the RPCs (`close` for Close, `wait` for
+// Wait, ...), which shadow grpc.Client's own close(): always close the channel through Client.
+const closeClient = (client) => grpc.Client.prototype.close.call(client);
+
+const workerId = () => `node-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+
+function unary(client, method, request, metadata, deadlineMs) {
+  return new Promise((resolve, reject) => {
+    const options = deadlineMs ? { deadline: Date.now() + deadlineMs } : {};
+    client[method](request, metadata, options, (err, reply) => {
+      if (err) reject(fromGrpcError(err));
+      else resolve(reply);
+    });
+  });
+}
+
+/** A connected runtime; build it with `Runtime.new(...)`. */
+export class Runtime {
+  constructor({ client, runtimeId, root, reattached, metadata, worker }) {
+    this.client = client;
+    this.id = runtimeId;
+    this.root = root;
+    this.reattached = reattached;
+    this.metadata = metadata;
+    this.worker = worker;
+  }
+
+  /**
+   * Create a runtime (or reattach to `runtimeId`) and start serving its tools, model and resolver.
+   * @param {import('./index.js').NewOptions} options
+   */
+  static async new({
+    target = DEFAULT_TARGET, registry, transport = null, llm = null, runtimeId = null, options = null,
+    waitFor = null, token = null, runtimeKey = null, credentials = null, channelOptions = {},
+    workerId: wid = null, connectTimeoutMs = 10_000, logger = defaultLogger,
+  } = {}) {
+    if (!(registry instanceof Registry)) {
+      throw new TypeError('Runtime.new needs a registry (registry(agent(...), ...))');
+    }
+    if (waitFor !== null && typeof waitFor !== 'function') {
+      throw new TypeError('waitFor must be a function (request) => answer');
+    }
+    const resolvedLlm = resolveLlm(llm, transport);
+    const tools = registry.nativeTools();
+    const request = convert.newRequest({ registry, llm: resolvedLlm, options, runtimeId, runtimeKey });
+    const log = { ...SILENT, ...defaultLogger, ...logger };
+    const metadata = makeMetadata(token, runtimeKey);
+    const { AgentRuntime } = loadContract();
+    const client = new AgentRuntime(target, credentials ?? grpc.credentials.createInsecure(),
+      { ...CHANNEL_OPTIONS, ...channelOptions });
+    try {
+      const reply = await unary(client, 'New', request, metadata);
+      let worker = null;
+      if (tools.size > 0 || transport || waitFor) {
+        const dispatcher = new Dispatcher({ runtimeId: reply.runtime_id, tools, transport, resolver: waitFor, logger: log });
+        const hello = {
+          runtime_id: reply.runtime_id,
+          worker_id: wid ?? workerId(),
+          tools: [...tools.keys()].sort(),
+          llm: Boolean(transport),
+          resolver: Boolean(waitFor),
+          // an empty `tools` alone means "every native tool": say so when this worker serves none
+          no_tools: tools.size === 0,
+        };
+        worker = new WorkerStream({ client, hello, dispatcher, metadata, logger: log });
+        await worker.start(connectTimeoutMs);
+      }
+      return new Runtime({ client, runtimeId: reply.runtime_id, root: reply.root, reattached: reply.reattached,
+        metadata, worker });
+    } catch (err) {
+      closeClient(client);
+      throw err;
+    }
+  }
+
+  // ------------------------------------------------------------------ verbs
+
+  /** A new idle child handle of `parent` running `agent`; resolves to its id. */
+  async spawn(parent, agent, { budget = null } = {}) {
+    const request = { runtime_id: this.id, parent: parent ?? '', agent, budget: budget ? budgetFields(budget) : null };
+    return (await this.rpc('Spawn', request)).handle;
+  }
+
+  /** idle→running with `prompt`; resolves once durable, to `true` if the wake was queued. */
+  async wake(handle, prompt) {
+    return (await this.rpc('Wake', { runtime_id: this.id, handle, prompt })).queued;
+  }
+
+  /**
+   * The next result of `handle` (or its last one if settled). With `timeoutMs` (a number or
+   * `{timeoutMs}`), a `timeout` result once it passes; the handle keeps running.
+   */
+  async wait(handle, options = {}) {
+    const timeoutMs = typeof options === 'number' ? options : options?.timeoutMs;
+    const ms = timeoutMs === undefined || timeoutMs === null ? 0 : Math.max(1, Math.round(timeoutMs));
+    const deadline = ms ? ms + WAIT_DEADLINE_SLACK_MS : undefined;
+    const reply = await this.rpc('Wait', { runtime_id: this.id, handle, timeout_ms: ms }, deadline);
+    return convert.taskResultFromPb(reply);
+  }
+
+  /**
+   * Answer a pending Request (routed by `answer.id`) and resolve once the cascade settles
+   * (with `noWait`, once the answer is durably accepted).
+   */
+  async resume(answer, { handle = null, noWait = false } = {}) {
+    const request = { runtime_id: this.id, answer: convert.answerToPb(toAnswer(answer)), handle: handle ?? '',
+      no_wait: noWait };
+    return convert.resumeFromPb(await this.rpc('Resume', request));
+  }
+
+  /** A read-only view of one handle. */
+  async snapshot(handle) {
+    return convert.snapshotFromPb(await this.rpc('Snapshot', { runtime_id: this.id, handle }));
+  }
+
+  /**
+   * Every stored event with `seq > afterSeq`, then live ones, as an async iterable; end it by
+   * breaking out of the loop, with `stream.cancel()`, or with an AbortSignal.
+   */
+  watch({ afterSeq = 0, types = [], handle = null, signal = null } = {}) {
+    const request = { runtime_id: this.id, after_seq: afterSeq, types: [...types], handle: handle ?? '' };
+    return new EventStream(this.client.Watch(request, this.metadata), signal);
+  }
+
+  /** Append an inbox item `{from, channel, text}` for the handle's next wake. */
+  async post(handle, text, { from = 'app', channel = 'message' } = {}) {
+    await this.rpc('Post', { runtime_id: this.id, handle, item: { from, channel, text } });
+  }
+
+  /** Abort a running turn, or cancel a suspended handle's pending request. */
+  async interrupt(handle) {
+    await this.rpc('Interrupt', { runtime_id: this.id, handle });
+  }
+
+  /** With a handle: close it and its subtree (the Close RPC). Without: `detach()`. */
+  async close(handle) {
+    if (handle === undefined || handle === null) {
+      this.detach();
+      return;
+    }
+    await this.rpc('Close', { runtime_id: this.id, handle });
+  }
+
+  /** Every handle of the runtime (pre-order, root excluded). */
+  async list() {
+    return (await this.rpc('List', { runtime_id: this.id })).handles.map(convert.snapshotFromPb);
+  }
+
+  /** Daemon version, limits, store path and size. */
+  async info() {
+    return convert.infoFromPb(await this.rpc('Info', { runtime_id: this.id }));
+  }
+
+  /** Close every handle in the daemon (keeping the final state unless `purge`), then detach. */
+  async shutdown({ purge = false } = {}) {
+    try {
+      await this.rpc('Shutdown', { runtime_id: this.id, purge });
+    } finally {
+      this.detach();
+    }
+  }
+
+  /** Stop serving and close the channel; the runtime lives on in the daemon. Idempotent. */
+  detach() {
+    if (this.worker) {
+      this.worker.stop();
+      this.worker = null;
+    }
+    closeClient(this.client);
+  }
+
+  rpc(method, request, deadlineMs) {
+    return unary(this.client, method, request, this.metadata, deadlineMs);
+  }
+}

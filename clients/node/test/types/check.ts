@@ -1,0 +1,53 @@
+// Compiled (never run) by `npm run typecheck` and test/types.test.js: the declarations in
+// src/index.d.ts describe the API the way an application uses it.
+import {
+  type Context, type Event, type HandleSnapshot, type TaskResult, type Transport,
+  NotFound, Runtime, Status, Tool, ToolResult, ToolnexusError, agent, registry, tool,
+} from 'toolnexus-client';
+
+const secretAction = tool('secret_action', async (_args: Record<string, never>, ctx: Context) =>
+  ctx.answer ? 'action performed' : ToolResult.suspend({ id: `secret-action:${ctx.handle}`, kind: 'authorization', prompt: 'approve?' }));
+const lookup = tool<{ q: string }>('lookup', {
+  description: 'looks things up',
+  inputSchema: { type: 'object', properties: { q: { type: 'string' } }, required: ['q'] },
+  execute: (args) => ({ found: args.q.length > 0 }),
+});
+const hook = Tool.webhook('approve', 'http://127.0.0.1:8099/approve', { timeoutMs: 5000 });
+
+const transport: Transport = async ({ body }) => ({
+  status: 200,
+  headers: {},
+  body: { choices: [{ message: { role: 'assistant', content: String(body.messages?.length ?? 0) } }] },
+});
+
+export async function demo(target: string): Promise<string> {
+  const rt = await Runtime.new({
+    target,
+    registry: registry(agent('operator', { does: 'acts', uses: { tools: [secretAction, lookup, hook] }, budget: { maxTurns: 4 } })),
+    transport,
+    options: { toolTimeoutMs: 1000 },
+  });
+  const handle: string = await rt.spawn(rt.root, 'operator');
+  const queued: boolean = await rt.wake(handle, 'go');
+  const result: TaskResult = await rt.wait(handle, { timeoutMs: 5000 });
+  if (result.status === Status.PENDING && result.pending) {
+    const resumed = await rt.resume({ id: result.pending.id, ok: true }, { noWait: false });
+    const text: string | undefined = resumed.result?.text;
+    void text;
+  }
+  const snap: HandleSnapshot = await rt.snapshot(handle);
+  const total: number = snap.usageTotal + snap.turnsTotal + snap.usage.promptTokens;
+  for await (const event of rt.watch({ afterSeq: 0, types: ['pending'] })) {
+    const e: Event = event;
+    if (e.pending?.kind === 'authorization') break;
+  }
+  try {
+    await rt.resume({ id: 'nope', ok: false, reason: 'declined' });
+  } catch (err) {
+    if (err instanceof NotFound) console.log(err.code, err.status, err.message);
+    else if (err instanceof ToolnexusError) throw err;
+  }
+  await rt.post(handle, 'hi', { from: 'app' });
+  await rt.shutdown({ purge: false });
+  return `${queued} ${total} ${snap.lastResult?.text ?? ''}`;
+}

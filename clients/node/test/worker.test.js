@@ -1,0 +1,217 @@
+// The worker stream against the real daemon: what tools and the transport return or throw, the
+// Context a tool sees, and a stream that breaks (daemon killed and restarted) and reconnects.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { Runtime, ToolResult, agent, registry, tool } from '../src/index.js';
+import { Daemon, freePort, startDaemon } from './helpers/daemon.js';
+import { completion, mockTransport, mockTransportFor, scenarioRegistry, suspend } from './helpers/mock.js';
+
+let daemon;
+before(async () => { daemon = await startDaemon(); });
+after(async () => { await daemon?.dispose(); });
+
+const quiet = () => {
+  const warnings = [];
+  return { warnings, logger: { warn: (m) => warnings.push(m), error: (m) => warnings.push(m) } };
+};
+
+/** Run one agent whose model calls `name` once, then answers with the tool's output. */
+async function runTool(name, execute, { args = {}, seen = [] } = {}) {
+  const { warnings, logger } = quiet();
+  const t = tool(name, execute, { inputSchema: { type: 'object', properties: { n: { type: 'number' } } } });
+  const transport = async ({ body }) => {
+    seen.push(body);
+    const toolMessages = (body.messages ?? []).filter((m) => m.role === 'tool');
+    if (toolMessages.length) return { body: completion({ role: 'assistant', content: toolMessages[0].content }, [2, 1, 3]) };
+    return { status: 200, body: completion({ role: 'assistant', content: null, tool_calls: [
+      { id: 'c1', type: 'function', function: { name, arguments: JSON.stringify(args) } }] }, [3, 2, 5]) };
+  };
+  const rt = await Runtime.new({ target: daemon.target, registry: registry(agent('a', { uses: { tools: [t] } })),
+    transport, logger });
+  try {
+    const h = await rt.spawn(rt.root, 'a');
+    await rt.wake(h, 'go');
+    const result = await rt.wait(h, { timeoutMs: 15_000 });
+    const events = [];
+    for await (const e of rt.watch({ types: ['tool_result'] })) {
+      events.push(e);
+      break;
+    }
+    return { rt, h, result, events, warnings };
+  } finally {
+    await rt.shutdown();
+  }
+}
+
+describe('native tools', () => {
+  it('a tool that throws becomes an error result, not a crash', async () => {
+    const { result, events, warnings } = await runTool('boom', async () => { throw new Error('kaboom'); });
+    assert.equal(result.status, 'done', 'the turn goes on: the model saw the error');
+    assert.equal(result.text, 'tool boom raised Error: kaboom');
+    assert.equal(events[0].data.tool, 'boom');
+    assert.equal(events[0].data.outcome, 'error');
+    assert.match(warnings.join('\n'), /tool boom raised Error/);
+  });
+
+  it('a synchronous throw of a non-Error value is an error result too', async () => {
+    const { result, events } = await runTool('boom2', () => { throw 'plain string'; }); // eslint-disable-line no-throw-literal
+    assert.equal(result.text, 'tool boom2 raised string: plain string');
+    assert.equal(events[0].data.outcome, 'error');
+  });
+
+  it('ToolResult.error is an error result; a JSON value is sent as its JSON text', async () => {
+    const err = await runTool('fails', () => ToolResult.error('no such file'));
+    assert.equal(err.result.text, 'no such file');
+    assert.equal(err.events[0].data.outcome, 'error');
+    const json = await runTool('lookup', (args) => ({ found: true, n: args.n, items: [1, 'two', null] }), { args: { n: 7 } });
+    assert.deepEqual(JSON.parse(json.result.text), { found: true, n: 7, items: [1, 'two', null] });
+  });
+
+  it('a tool sees its arguments and Context', async () => {
+    let seenArgs;
+    let seenCtx;
+    const { rt, h, result } = await runTool('inspect', (args, ctx) => {
+      seenArgs = args;
+      seenCtx = ctx;
+      return `n=${args.n}`;
+    }, { args: { n: 42 } });
+    assert.equal(result.text, 'n=42');
+    assert.deepEqual(seenArgs, { n: 42 });
+    assert.equal(seenCtx.handle, h);
+    assert.equal(seenCtx.runtimeId, rt.id);
+    assert.equal(seenCtx.tool, 'inspect');
+    assert.equal(seenCtx.answer, null);
+    assert.ok(seenCtx.callId);
+    assert.ok(seenCtx.signal instanceof AbortSignal);
+  });
+
+  it('a resumed tool sees the Answer, with its data, in ctx.answer', async () => {
+    const answers = [];
+    const otp = tool('otp', (args, ctx) => {
+      answers.push(ctx.answer);
+      return ctx.answer
+        ? `code ${ctx.answer.data.code} accepted`
+        : ToolResult.suspend({ id: `otp:${ctx.handle}`, kind: 'input', prompt: 'the code?', data: { digits: 6 } });
+    });
+    const rt = await Runtime.new({ target: daemon.target, transport: mockTransportFor('otp'), logger: quiet().logger,
+      registry: registry(agent('a', { uses: { tools: [otp] } })) });
+    try {
+      const h = await rt.spawn(rt.root, 'a');
+      await rt.wake(h, 'log in');
+      const pending = await rt.wait(h, { timeoutMs: 15_000 });
+      assert.equal(pending.pending.kind, 'input');
+      assert.equal(pending.pending.data.digits, 6);
+      assert.deepEqual(pending.pending.data.path, ['root', h]);
+      const resumed = await rt.resume({ id: pending.pending.id, ok: true, data: { code: '123456' } });
+      assert.equal(resumed.result.text, 'code 123456 accepted');
+      assert.deepEqual(answers, [null, { id: `otp:${h}`, ok: true, data: { code: '123456' }, reason: null }]);
+    } finally {
+      await rt.shutdown();
+    }
+  });
+
+  it('the model request the transport receives is OpenAI-shaped', async () => {
+    const seen = [];
+    await runTool('noop', () => 'fine', { seen });
+    assert.equal(seen.length, 2);
+    const [first, second] = seen;
+    assert.equal(first.messages.at(-1).role, 'user');
+    assert.equal(first.tools[0].type, 'function');
+    assert.equal(first.tools[0].function.name, 'noop');
+    assert.deepEqual(second.messages.at(-1), { role: 'tool', tool_call_id: 'c1', content: 'fine' });
+  });
+});
+
+describe('model transport', () => {
+  async function turnWith(transport) {
+    const { logger } = quiet();
+    const rt = await Runtime.new({ target: daemon.target, registry: registry(agent('a')), transport, logger });
+    try {
+      const h = await rt.spawn(rt.root, 'a');
+      await rt.wake(h, 'hello');
+      return await rt.wait(h, { timeoutMs: 15_000 });
+    } finally {
+      await rt.shutdown();
+    }
+  }
+
+  it('a transport that throws settles the turn with status error, the worker keeps serving', async () => {
+    const result = await turnWith(async () => { throw new Error('model offline'); });
+    assert.equal(result.status, 'error');
+    assert.equal(result.isError, true);
+    assert.match(result.text, /model offline/);
+  });
+
+  it('a fetch Response, a JSON string body and a bare completion are all accepted', async () => {
+    const body = completion({ role: 'assistant', content: 'hi there' }, [1, 1, 2]);
+    const viaResponse = await turnWith(async () => new Response(JSON.stringify(body), {
+      status: 200, headers: { 'content-type': 'application/json' } }));
+    assert.equal(viaResponse.text, 'hi there');
+    const viaString = await turnWith(() => ({ status: 200, headers: {}, body: JSON.stringify(body) }));
+    assert.equal(viaString.text, 'hi there');
+    const bare = await turnWith(() => body);
+    assert.equal(bare.text, 'hi there');
+    assert.equal(bare.status, 'done');
+  });
+});
+
+describe('worker stream', () => {
+  it('reconnects after the daemon is killed and restarted, and serves the resume', async () => {
+    const port = await freePort();
+    const first = new Daemon({ listen: `127.0.0.1:${port}` });
+    let rt;
+    let second;
+    try {
+      await first.start();
+      rt = await Runtime.new({ target: first.target, registry: scenarioRegistry(), transport: mockTransport,
+        logger: quiet().logger });
+      const [handle, result] = await suspend(rt);
+      assert.equal(result.status, 'pending');
+      await first.kill9();
+      second = await new Daemon({ dataDir: first.dataDir, listen: `127.0.0.1:${port}` }).start();
+      await rt.worker.waitWelcomed(2, 15_000); // said hello again on the new daemon
+      const resumed = await rt.resume({ id: result.pending.id, ok: true });
+      assert.equal(resumed.result.text, 'action performed');
+      const snap = await rt.snapshot(handle);
+      assert.equal(snap.state, 'idle');
+      assert.equal(snap.usageTotal, 8, 'usage continues from before the crash');
+      assert.equal(snap.turnsTotal, 2);
+    } finally {
+      rt?.detach();
+      await second?.stop();
+      await first.dispose();
+    }
+  });
+
+  it('workers split the load: the model in one, the tool in another (no_tools)', async () => {
+    const { logger } = quiet();
+    const declared = tool('lookup', { description: 'served by another worker' });
+    const served = tool('lookup', (args, ctx) => `looked up by the tool worker for ${ctx.handle}`);
+    const modelSide = await Runtime.new({ target: daemon.target, transport: mockTransportFor('lookup'), logger,
+      registry: registry(agent('a', { uses: { tools: [declared] } })) });
+    let toolSide;
+    try {
+      assert.equal(modelSide.worker.hello.no_tools, true);
+      toolSide = await Runtime.new({ target: daemon.target, runtimeId: modelSide.id, llm: { style: 'worker' }, logger,
+        registry: registry(agent('a', { uses: { tools: [served] } })) });
+      assert.equal(toolSide.reattached, true);
+      assert.deepEqual([toolSide.worker.hello.tools, toolSide.worker.hello.llm], [['lookup'], false]);
+      const h = await modelSide.spawn(modelSide.root, 'a');
+      await modelSide.wake(h, 'go');
+      const result = await modelSide.wait(h, { timeoutMs: 15_000 });
+      assert.equal(result.text, `looked up by the tool worker for ${h}`);
+    } finally {
+      toolSide?.detach();
+      await modelSide.shutdown();
+    }
+  });
+
+  it('Runtime.new without a reachable daemon rejects with Unavailable', async () => {
+    const port = await freePort();
+    await assert.rejects(
+      Runtime.new({ target: `127.0.0.1:${port}`, registry: scenarioRegistry(), transport: mockTransportFor(),
+        channelOptions: { 'grpc.max_reconnect_backoff_ms': 200 } }).then((rt) => rt.detach()),
+      (err) => err.name === 'Unavailable' && err.code === 'UNAVAILABLE' && err.status === 14);
+  });
+});
