@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./var/toolnexus
 
-.PHONY: venv proto proto-check run test test-fast lint typecheck check demo dev-model clean
+.PHONY: venv proto proto-check run test test-fast lint typecheck check demo dev-model fuzz bench bench-quick clean chaos
 
 venv: $(STAMP)
 
@@ -29,7 +29,7 @@ run: $(STAMP)
 dev-model: $(STAMP)
 	$(BIN)/toolnexus-daemon dev-model --listen 127.0.0.1:8099
 
-test: proto-check
+test: proto-check node-test
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
@@ -40,8 +40,52 @@ typecheck: $(STAMP)
 
 check: proto-check lint typecheck test
 
+# the hypothesis suite against a live daemon, ~1500 fresh random cases per test (CI runs a bounded few)
+fuzz: $(STAMP)
+	TOOLNEXUS_FUZZ=long $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
+
 demo: $(STAMP)
 	$(BIN)/python examples/run_demo.py
 
+# Benchmarks (bench/README.md) in their own virtualenv: the peers never become project dependencies.
+BENCH_VENV := bench/.venv
+BENCH_STAMP := $(BENCH_VENV)/.installed
+# e.g. make bench BENCH_ARGS="--scale-levels 10,10000" or BENCH_ARGS="--only s1,s3,s4"
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): bench/requirements.txt requirements.txt pyproject.toml clients/python/pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e . -e clients/python
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench.run $(BENCH_ARGS)
+
+bench-quick: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python -m bench.run --quick $(BENCH_ARGS)
+
+# the long fault-injection run: ~200 kill -9s, prints the figures; CI runs tests/faults (~10)
+chaos: $(STAMP)
+	$(BIN)/python scripts/chaos.py
+
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+
+# The Node client (clients/node/README.md): npm ci from the committed lock files, then node's own
+# test runner against real daemon subprocesses (the daemon and the Python side of the
+# cross-language tests run on .venv's python).
+NODE_STAMP := clients/node/node_modules/.installed
+NODE_EXAMPLES_STAMP := examples/node/node_modules/.installed
+
+$(NODE_STAMP): clients/node/package.json clients/node/package-lock.json
+	cd clients/node && npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+$(NODE_EXAMPLES_STAMP): examples/node/package.json examples/node/package-lock.json $(NODE_STAMP)
+	cd examples/node && npm ci --no-audit --no-fund
+	touch $(NODE_EXAMPLES_STAMP)
+
+.PHONY: node-test
+node-test: $(STAMP) $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
+	cd clients/node && TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node --test --test-timeout=60000 test/*.test.js

@@ -1,12 +1,15 @@
 """The composition root: builds the store, hub, executors, engine and server, runs, shuts down.
 
 Order matters on the way up (the store lock is taken before anything listens;
-health stays NOT_SERVING until recovery has relaunched the running handles)
-and on the way down (SIGTERM/SIGINT: NOT_SERVING, stop accepting RPCs, stop
-the engine's turns, end the streams, give in-flight RPCs the grace period,
-close the HTTP clients, close the store). Exit codes: 0 after a clean
-shutdown, 2 when the data directory is held by another daemon or an address
-cannot be bound, 1 for anything else.
+health stays NOT_SERVING until recovery has relaunched the running handles;
+metrics take their census of the store once recovery is done) and on the way
+down (SIGTERM/SIGINT or a daemon-wide ``Shutdown``: NOT_SERVING, stop
+accepting RPCs, stop the engine's turns — each is checkpointed at its last
+committed step and continues on the next start — end the Watch and Connect
+streams with UNAVAILABLE, give in-flight RPCs the grace period, close the
+HTTP clients and the metrics endpoint, close the store). Exit codes: 0 after
+a clean shutdown, 2 when the data directory is held by another daemon or an
+address cannot be bound, 1 for anything else.
 """
 
 from __future__ import annotations
@@ -21,15 +24,18 @@ from dataclasses import dataclass
 from grpc import aio
 from grpc_health.v1._async import HealthServicer
 
+from .api.metrics_http import MetricsListenError, MetricsServer
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
 from .clock import SystemClock
 from .config import Settings
 from .engine.engine import Engine
+from .engine.runtime import Runtime
 from .errors import StoreError, StoreLocked
 from .llm.factory import model_factory
-from .logs import configure
-from .model import ToolSource
+from .logs import configure, log_events
+from .metrics import Metrics
+from .model import Event, ToolSource
 from .store.lmdb_store import LmdbStore
 from .tools.base import ToolExecutor
 from .tools.http_tool import HttpToolExecutor
@@ -50,6 +56,8 @@ class _Daemon:
     health: HealthServicer
     addresses: list[str]
     executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor]
+    metrics: Metrics
+    metrics_server: MetricsServer
 
 
 def run(settings: Settings) -> int:
@@ -64,8 +72,8 @@ def run(settings: Settings) -> int:
         print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
         return 1
     try:
-        return asyncio.run(_serve(settings, store))
-    except ListenError as exc:
+        code = asyncio.run(_serve(settings, store))
+    except (ListenError, MetricsListenError) as exc:
         print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception:
@@ -73,6 +81,8 @@ def run(settings: Settings) -> int:
         return 1
     finally:
         store.close()
+    log.info("stopped", extra={"data_dir": str(settings.data_dir)})
+    return code
 
 
 def _build(settings: Settings, store: LmdbStore) -> _Daemon:
@@ -80,29 +90,46 @@ def _build(settings: Settings, store: LmdbStore) -> _Daemon:
     executors = (NativeExecutor(hub), WebhookExecutor(), HttpToolExecutor())
     by_source: dict[ToolSource, ToolExecutor] = {
         ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
-    engine = Engine(store, clock=SystemClock(), model_for=model_factory(hub), executors=by_source,
-                    resolver=HubResolver(hub))
+    metrics = Metrics()
+
+    def observe(rt: Runtime, events: list[Event]) -> None:
+        metrics.observe(rt, events)  # never raises
+        try:
+            log_events(rt.id, events)
+        except Exception:  # the observer runs under the commit lock: a log failure must not fail a commit
+            log.exception("event log failed")
+
+    engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub),
+                    executors=by_source, resolver=HubResolver(hub), observer=observe)
+    metrics.bind(engine, hub)
     health = HealthServicer()
-    server, addresses, servicer = create_server(settings, engine, hub, health)
-    return _Daemon(engine, hub, server, servicer, health, addresses, executors)
+    server, addresses, servicer = create_server(settings, engine, hub, health,
+                                                on_resume=metrics.resume_outcome)
+    return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
+                   MetricsServer(metrics.registry))
 
 
 async def _serve(settings: Settings, store: LmdbStore) -> int:
     stop = _stop_on_signals()
     daemon = _build(settings, store)
+    daemon.servicer.stop_daemon = stop.set
+    if settings.metrics_listen:
+        daemon.servicer.facts.metrics_address = await daemon.metrics_server.start(settings.metrics_listen)
     await set_health(daemon.health, serving=False)
     await daemon.server.start()
     try:
         recovered = await daemon.engine.start()
+        daemon.metrics.scan(daemon.engine)
         daemon.servicer.open()
         await set_health(daemon.health, serving=True)
         log.info("serving", extra={"addresses": daemon.addresses, "recovered": recovered,
-                                   "data_dir": str(settings.data_dir)})
+                                   "data_dir": str(settings.data_dir),
+                                   "metrics_address": daemon.servicer.facts.metrics_address,
+                                   "config": settings.redacted()})
         await stop.wait()
         log.info("shutting down", extra={"grace_s": settings.grace})
     finally:
         await _shutdown(daemon, settings.grace)
-    log.info("stopped")
     return 0
 
 
@@ -134,3 +161,4 @@ async def _shutdown(daemon: _Daemon, grace: float) -> None:
     await stopping
     for executor in daemon.executors:
         await executor.aclose()
+    await daemon.metrics_server.close()

@@ -1,4 +1,4 @@
-"""The ``toolnexus-daemon`` command: ``serve`` (the sidecar) and ``dev-model`` (the scripted model).
+"""The ``toolnexus-daemon`` command: ``serve`` (the sidecar), ``health`` (its probe) and ``dev-model``.
 
 Only dispatches: flags are parsed by ``config`` (serve) and by the dev model
 server's own ``main``; imports are deferred so ``dev-model`` starts without
@@ -15,6 +15,8 @@ USAGE = """usage: toolnexus-daemon COMMAND [options]
 
 commands:
   serve       run the gRPC sidecar (toolnexus-daemon serve --help)
+  health      exit 0 if a daemon reports SERVING on grpc.health.v1 (for exec probes;
+              toolnexus-daemon health --target unix:/run/toolnexus/daemon.sock)
   dev-model   serve the scripted OpenAI-compatible mock model and the demo approval webhook
               (toolnexus-daemon dev-model --listen 127.0.0.1:8099)
 """
@@ -27,6 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import app, config
 
         return app.run(config.load(rest, os.environ))
+    if command == "health":
+        from .api.health_probe import main as health_main
+
+        return health_main(rest, os.environ)
     if command == "dev-model":
         from .devtools.model_server import main as dev_model_main
 

@@ -3,14 +3,17 @@
 Every ``serve`` flag has a ``TOOLNEXUS_*`` environment equivalent; a flag
 given on the command line wins over the environment, which wins over the
 default. The result is a frozen ``Settings`` handed to constructors, so no
-other module reads flags or ``os.environ`` at import time.
+other module reads flags or ``os.environ`` at import time. Refusals that
+protect the operator (a non-loopback address without TLS, half a TLS
+configuration) happen here, before anything is opened, with exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,9 +22,48 @@ DEFAULT_DATA_DIR = "./var/toolnexus"
 DEFAULT_MAP_SIZE = 1 << 30
 DEFAULT_GRACE_S = 5.0
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
+DEFAULT_MAX_PROMPT_BYTES = 1 << 20
+# OpenAI-style APIs refuse more than 128 tools in one request
+DEFAULT_MAX_TOOLS_PER_AGENT = 128
+DEFAULT_MAX_AGENTS = 256
+DEFAULT_MAX_STRUCT_DEPTH = 24
+# protobuf's parser stops at 100 message levels, about 32 Struct levels: a higher limit could not be reached
+MAX_STRUCT_DEPTH_CEILING = 32
+DEFAULT_EVENT_RETENTION = 100_000
 LOG_LEVELS = ("debug", "info", "warning", "error")
+REDACTED = "<redacted>"
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]i?B?|B)?\s*$", re.I)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+ENV_ONLY_HELP = """environment only:
+  TOOLNEXUS_TOKEN       the bearer token itself (kept out of argv, where `ps` would show it)
+"""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may carry; each has a flag, a default and a line in ``Info``."""
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES
+    max_tools_per_agent: int = DEFAULT_MAX_TOOLS_PER_AGENT
+    max_agents: int = DEFAULT_MAX_AGENTS
+    max_struct_depth: int = DEFAULT_MAX_STRUCT_DEPTH
+    # events kept per runtime when New leaves options.event_retention at 0; 0 = unbounded
+    event_retention: int = DEFAULT_EVENT_RETENTION
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: int(getattr(self, name)) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Tls:
+    """PEM file paths; the key's content is read only when the server binds."""
+
+    cert: Path
+    key: Path
+    # set = mTLS: every TCP client must present a certificate signed by this CA
+    client_ca: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -34,9 +76,37 @@ class Settings:
     # seconds in-flight RPCs get to finish on SIGTERM
     grace: float = DEFAULT_GRACE_S
     log_level: str = "info"
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    limits: Limits = field(default_factory=Limits)
     # bearer token every non-health call must present; "" = no authentication
     auth_token: str = field(default="", repr=False)
+    # serve reflection without the token (the schema is public; the data is not)
+    reflection_open: bool = False
+    tls: Tls | None = None
+    # allow plaintext on a non-loopback TCP address
+    insecure: bool = False
+    # host:port of the Prometheus endpoint; "" = off
+    metrics_listen: str = ""
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.limits.max_message_bytes
+
+    def redacted(self) -> dict[str, str]:
+        """The effective configuration by flag name, secrets replaced (``Info`` and the start log)."""
+        tls = self.tls
+        out = {"listen": ",".join(self.listen), "data-dir": str(self.data_dir), "sync": _bool(self.sync),
+               "map-size": str(self.map_size), "grace": str(self.grace), "log-level": self.log_level,
+               "auth-token": REDACTED if self.auth_token else "",
+               "reflection-open": _bool(self.reflection_open),
+               "insecure": _bool(self.insecure), "metrics-listen": self.metrics_listen,
+               "tls-cert": str(tls.cert) if tls else "", "tls-key": str(tls.key) if tls else "",
+               "tls-client-ca": str(tls.client_ca) if tls and tls.client_ca else ""}
+        out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
+        return out
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def parse_size(text: str) -> int:
@@ -52,57 +122,156 @@ def _truthy(text: str) -> bool:
     return text.strip().lower() in ("1", "true", "yes", "on")
 
 
+def is_loopback(address: str) -> bool:
+    """True for ``unix:`` sockets and TCP on 127.0.0.0/8, ::1 or localhost; False for anything else."""
+    if address.startswith("unix:"):
+        return True
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name could resolve anywhere
+
+
 def serve_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     """The ``serve`` argument parser, its defaults taken from ``env`` where set."""
-    p = argparse.ArgumentParser(prog="toolnexus-daemon serve",
+    p = argparse.ArgumentParser(prog="toolnexus-daemon serve", epilog=ENV_ONLY_HELP,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Run the toolnexus agent-runtime gRPC sidecar.")
-    listen_env = [a for a in env.get("TOOLNEXUS_LISTEN", "").split(",") if a.strip()]
-    p.add_argument("--listen", action="append", default=None, metavar="ADDR",
-                   help="host:port or unix:/path; repeatable (env TOOLNEXUS_LISTEN, comma-separated; "
-                        f"default {DEFAULT_LISTEN})")
-    p.set_defaults(listen_env=listen_env)
-    p.add_argument("--data-dir", type=Path, default=Path(env.get("TOOLNEXUS_DATA_DIR", DEFAULT_DATA_DIR)),
-                   help="the LMDB data directory (env TOOLNEXUS_DATA_DIR; default %(default)s)")
-    p.add_argument("--no-sync", action="store_true", default=_truthy(env.get("TOOLNEXUS_NO_SYNC", "")),
-                   help="do not fsync each commit: faster, loses recent commits on a crash "
-                        "(env TOOLNEXUS_NO_SYNC=1)")
-    p.add_argument("--map-size", type=parse_size,
-                   default=env.get("TOOLNEXUS_MAP_SIZE", str(DEFAULT_MAP_SIZE)),
-                   help="LMDB map size, e.g. 1GiB (env TOOLNEXUS_MAP_SIZE; default 1GiB)")
-    p.add_argument("--grace", type=float, default=env.get("TOOLNEXUS_GRACE", str(DEFAULT_GRACE_S)),
-                   help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
-    p.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
-                   help="(env TOOLNEXUS_LOG_LEVEL; default %(default)s)")
-    p.add_argument("--max-message-bytes", type=parse_size,
-                   default=env.get("TOOLNEXUS_MAX_MESSAGE_BYTES", str(DEFAULT_MAX_MESSAGE_BYTES)),
-                   help="largest gRPC message sent or received "
-                        "(env TOOLNEXUS_MAX_MESSAGE_BYTES; default 16MiB)")
-    p.add_argument("--auth-token-env", default=env.get("TOOLNEXUS_AUTH_TOKEN_ENV", ""), metavar="NAME",
-                   help="require 'authorization: Bearer <token>', the token read from "
-                        "environment variable NAME (env TOOLNEXUS_AUTH_TOKEN_ENV)")
-    p.add_argument("--auth-token-file", type=Path, default=env.get("TOOLNEXUS_AUTH_TOKEN_FILE") or None,
-                   metavar="PATH",
-                   help="the same, the token read from a file (env TOOLNEXUS_AUTH_TOKEN_FILE)")
+    _listening_flags(p, env)
+    _store_flags(p, env)
+    _security_flags(p, env)
+    _limit_flags(p, env)
     return p
 
 
+def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    g = p.add_argument_group("listening")
+    listen_env = [a for a in env.get("TOOLNEXUS_LISTEN", "").split(",") if a.strip()]
+    g.add_argument("--listen", action="append", default=None, metavar="ADDR",
+                   help="host:port or unix:/path; repeatable (env TOOLNEXUS_LISTEN, comma-separated; "
+                        f"default {DEFAULT_LISTEN})")
+    p.set_defaults(listen_env=listen_env)
+    g.add_argument("--metrics-listen", default=env.get("TOOLNEXUS_METRICS_LISTEN", ""), metavar="HOST:PORT",
+                   help="serve Prometheus metrics over HTTP at /metrics (env TOOLNEXUS_METRICS_LISTEN; "
+                        "default off)")
+    g.add_argument("--grace", type=float, default=env.get("TOOLNEXUS_GRACE", str(DEFAULT_GRACE_S)),
+                   help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
+    g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
+                   help="(env TOOLNEXUS_LOG_LEVEL; default %(default)s)")
+
+
+def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    g = p.add_argument_group("store")
+    g.add_argument("--data-dir", type=Path, default=Path(env.get("TOOLNEXUS_DATA_DIR", DEFAULT_DATA_DIR)),
+                   help="the LMDB data directory (env TOOLNEXUS_DATA_DIR; default %(default)s)")
+    g.add_argument("--no-sync", action="store_true", default=_truthy(env.get("TOOLNEXUS_NO_SYNC", "")),
+                   help="do not fsync each commit: faster, loses recent commits on a crash "
+                        "(env TOOLNEXUS_NO_SYNC=1)")
+    g.add_argument("--map-size", type=parse_size,
+                   default=env.get("TOOLNEXUS_MAP_SIZE", str(DEFAULT_MAP_SIZE)),
+                   help="LMDB map size, e.g. 1GiB (env TOOLNEXUS_MAP_SIZE; default 1GiB)")
+
+
+def _security_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    g = p.add_argument_group("security")
+    token_file = env.get("TOOLNEXUS_TOKEN_FILE") or env.get("TOOLNEXUS_AUTH_TOKEN_FILE") or None
+    g.add_argument("--token-file", "--auth-token-file", dest="auth_token_file", type=Path, default=token_file,
+                   metavar="PATH", help="require 'authorization: Bearer <token>' on every call but health, "
+                                        "the token read from PATH (env TOOLNEXUS_TOKEN_FILE)")
+    g.add_argument("--auth-token-env", default=env.get("TOOLNEXUS_AUTH_TOKEN_ENV", ""), metavar="NAME",
+                   help="the same, the token read from environment variable NAME "
+                        "(env TOOLNEXUS_AUTH_TOKEN_ENV; or put the token itself in TOOLNEXUS_TOKEN)")
+    g.add_argument("--reflection-open", action="store_true",
+                   default=_truthy(env.get("TOOLNEXUS_REFLECTION_OPEN", "")),
+                   help="serve reflection without the token (env TOOLNEXUS_REFLECTION_OPEN=1)")
+    g.add_argument("--tls-cert", type=Path, default=env.get("TOOLNEXUS_TLS_CERT") or None, metavar="PEM",
+                   help="serve TCP listeners over TLS with this certificate chain (env TOOLNEXUS_TLS_CERT)")
+    g.add_argument("--tls-key", type=Path, default=env.get("TOOLNEXUS_TLS_KEY") or None, metavar="PEM",
+                   help="the certificate's private key (env TOOLNEXUS_TLS_KEY)")
+    g.add_argument("--tls-client-ca", type=Path, default=env.get("TOOLNEXUS_TLS_CLIENT_CA") or None,
+                   metavar="PEM", help="mTLS: require client certificates signed by this CA "
+                                       "(env TOOLNEXUS_TLS_CLIENT_CA)")
+    g.add_argument("--insecure", action="store_true", default=_truthy(env.get("TOOLNEXUS_INSECURE", "")),
+                   help="allow plaintext on a non-loopback TCP address (env TOOLNEXUS_INSECURE=1)")
+
+
+def _limit_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    g = p.add_argument_group("limits (each is reported by Info)")
+
+    def limit(flag: str, default: int, what: str, kind: Callable[[str], int] = int) -> None:
+        name = "TOOLNEXUS_" + flag.upper().replace("-", "_")
+        g.add_argument(f"--{flag}", type=kind, default=env.get(name, str(default)), metavar="N",
+                       help=f"{what} (env {name}; default {default})")
+
+    limit("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES,
+          "largest gRPC message sent or received; bigger ones are RESOURCE_EXHAUSTED", parse_size)
+    limit("max-prompt-bytes", DEFAULT_MAX_PROMPT_BYTES, "largest Wake prompt or Post text, in UTF-8 bytes",
+          parse_size)
+    limit("max-tools-per-agent", DEFAULT_MAX_TOOLS_PER_AGENT, "tools one AgentDef may declare")
+    limit("max-agents", DEFAULT_MAX_AGENTS, "agents one registry (New) may define")
+    limit("max-struct-depth", DEFAULT_MAX_STRUCT_DEPTH,
+          f"nesting of any Struct in a request (at most {MAX_STRUCT_DEPTH_CEILING})")
+    limit("event-retention", DEFAULT_EVENT_RETENTION,
+          "events kept per runtime when New sets no options.event_retention; 0 = unbounded")
+
+
 def _auth_token(parser: argparse.ArgumentParser, ns: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """The bearer token: --token-file, else --auth-token-env, else TOOLNEXUS_TOKEN, else none."""
     if ns.auth_token_env and ns.auth_token_file:
-        parser.error("give --auth-token-env or --auth-token-file, not both")
+        parser.error("give --token-file or --auth-token-env, not both")
+    if ns.auth_token_file:
+        try:
+            token = Path(ns.auth_token_file).read_text().strip()
+        except OSError as exc:
+            parser.error(f"--token-file: cannot read {ns.auth_token_file}: {exc.strerror}")
+        if not token:
+            parser.error(f"--token-file: {ns.auth_token_file} is empty")
+        return token
     if ns.auth_token_env:
         token = env.get(ns.auth_token_env, "").strip()
         if not token:
             parser.error(f"--auth-token-env: environment variable {ns.auth_token_env} is empty or not set")
         return token
-    if ns.auth_token_file:
-        try:
-            token = Path(ns.auth_token_file).read_text().strip()
-        except OSError as exc:
-            parser.error(f"--auth-token-file: cannot read {ns.auth_token_file}: {exc.strerror}")
-        if not token:
-            parser.error(f"--auth-token-file: {ns.auth_token_file} is empty")
-        return token
-    return ""
+    return env.get("TOOLNEXUS_TOKEN", "").strip()
+
+
+def _tls(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Tls | None:
+    if not (ns.tls_cert or ns.tls_key or ns.tls_client_ca):
+        return None
+    if not (ns.tls_cert and ns.tls_key):
+        parser.error("TLS needs both --tls-cert and --tls-key (--tls-client-ca adds mTLS on top)")
+    files = {"--tls-cert": ns.tls_cert, "--tls-key": ns.tls_key, "--tls-client-ca": ns.tls_client_ca}
+    for flag, path in files.items():
+        if path is not None and not Path(path).is_file():
+            parser.error(f"{flag}: {path} is not a readable file")
+    return Tls(cert=Path(ns.tls_cert), key=Path(ns.tls_key),
+               client_ca=Path(ns.tls_client_ca) if ns.tls_client_ca else None)
+
+
+def _limits(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Limits:
+    limits = Limits(max_message_bytes=ns.max_message_bytes, max_prompt_bytes=ns.max_prompt_bytes,
+                    max_tools_per_agent=ns.max_tools_per_agent, max_agents=ns.max_agents,
+                    max_struct_depth=ns.max_struct_depth, event_retention=ns.event_retention)
+    for name, value in limits.as_dict().items():
+        if value < 0 or (value == 0 and name != "event_retention"):
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    if limits.max_struct_depth > MAX_STRUCT_DEPTH_CEILING:
+        parser.error(f"--max-struct-depth {limits.max_struct_depth}: protobuf cannot parse Structs nested "
+                     f"deeper than about {MAX_STRUCT_DEPTH_CEILING}; use at most that")
+    return limits
+
+
+def _check_listen(parser: argparse.ArgumentParser, listen: Sequence[str], tls: Tls | None,
+                  insecure: bool, metrics: str) -> None:
+    for address in listen:
+        if not is_loopback(address) and tls is None and not insecure:
+            parser.error(f"--listen {address}: a non-loopback address needs TLS (--tls-cert/--tls-key); "
+                         "pass --insecure to serve plaintext there anyway")
+    if metrics and not re.match(r"^\S+:\d+$", metrics):
+        parser.error(f"--metrics-listen {metrics!r}: want host:port (e.g. 127.0.0.1:9464)")
 
 
 def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
@@ -114,8 +283,11 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
         parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
     if ns.grace < 0:
         parser.error("--grace must not be negative")
-    if ns.map_size <= 0 or ns.max_message_bytes <= 0:
-        parser.error("--map-size and --max-message-bytes must be positive")
+    if ns.map_size <= 0:
+        parser.error("--map-size must be positive")
+    tls = _tls(parser, ns)
+    _check_listen(parser, listen, tls, ns.insecure, ns.metrics_listen)
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
-                    grace=ns.grace, log_level=ns.log_level, max_message_bytes=ns.max_message_bytes,
-                    auth_token=_auth_token(parser, ns, env))
+                    grace=ns.grace, log_level=ns.log_level, limits=_limits(parser, ns),
+                    auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
+                    insecure=ns.insecure, metrics_listen=ns.metrics_listen)

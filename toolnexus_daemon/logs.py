@@ -5,7 +5,10 @@ One object per line: ``time`` (RFC 3339), ``level``, ``msg``, plus the
 ``call_id``, ``addresses``, ...). Tests and operators parse these lines (the
 ``serving`` line is how ``tests/support/daemon.py`` learns the bound
 addresses). Secrets and answer payloads must never reach a log: extras whose
-names look secret-bearing are dropped here as a last line of defence.
+names look secret-bearing are dropped here as a last line of defence, and
+``log_events`` — the engine observer that turns committed events into log
+lines — takes ids, kinds, states and outcomes from an event, never its
+prompt, data, arguments or result text.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 from typing import Any, TextIO
 
 from .clock import rfc3339
+from .model import Event, EventType
 
 # attributes every LogRecord has; anything else on a record came from ``extra=``
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -48,3 +52,37 @@ def configure(level: str = "info", stream: TextIO | None = None) -> None:
     # httpx logs every request URL at info, and a URL can carry a query-string secret
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+    # their debug lines are about their own plumbing (one per RPC from grpc): noise in a daemon's log
+    for noisy in ("grpc", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))
+
+
+events_log = logging.getLogger("toolnexus_daemon.events")
+
+
+def log_events(runtime_id: str, events: list[Event]) -> None:
+    """One line per event worth a line: suspensions and answers at info, the rest at debug."""
+    for ev in events:
+        ids: dict[str, Any] = {"runtime": runtime_id, "handle": ev.handle, "seq": ev.seq}
+        data = ev.data or {}
+        if ev.type is EventType.PENDING and ev.pending is not None:
+            events_log.info("handle suspended", extra={**ids, "request_id": ev.pending.id,
+                                                       "kind": ev.pending.kind})
+        elif ev.type is EventType.RESUMED:
+            events_log.info("answer accepted", extra={**ids, "request_id": str(data.get("request_id") or ""),
+                                                      "ok": bool(data.get("ok"))})
+        elif not events_log.isEnabledFor(logging.DEBUG):
+            continue
+        elif ev.type is EventType.TRANSITION:
+            events_log.debug("transition", extra={**ids, "from": ev.from_state, "to": ev.to_state})
+        elif ev.type is EventType.TOOL_RESULT:
+            events_log.debug("tool call", extra={**ids, "call_id": data.get("call_id"),
+                                                 "tool": data.get("tool"), "source": data.get("source"),
+                                                 "outcome": data.get("outcome"),
+                                                 "latency_ms": data.get("latency_ms")})
+        elif ev.type is EventType.MODEL_CALL:
+            usage = data.get("usage") or {}
+            events_log.debug("model call", extra={**ids, "usage_total": usage.get("total_tokens"),
+                                                  "latency_ms": data.get("latency_ms")})
+        elif ev.type is EventType.RESULT and ev.result is not None:
+            events_log.debug("turn settled", extra={**ids, "status": str(ev.result.status)})

@@ -35,7 +35,11 @@ def to_struct(value: JSON | None) -> struct_pb2.Struct:
 
 def from_struct(value: struct_pb2.Struct) -> JSON:
     """A dict from a Struct, integral numbers turned back into ints (``3.0`` → ``3``)."""
-    return {k: _ints(v) for k, v in json_format.MessageToDict(value).items()}
+    try:
+        plain = json_format.MessageToDict(value)
+    except ValueError as exc:  # NaN or Infinity (``decode`` refuses those first; this is the backstop)
+        raise InvalidArgument("a Struct holds NaN or Infinity, which JSON cannot carry") from exc
+    return {k: _ints(v) for k, v in plain.items()}
 
 
 def _ints(value: Any) -> Any:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..config import Limits
 from ..engine.registry import validate
 from ..errors import InvalidArgument
 from ..model import AgentDef, Budget, HttpConfig, LlmConfig, LlmStyle, RuntimeOptions, ToolDef, ToolSource
 from ._gen import runtime_pb2 as pb
 from .convert import from_struct, optional_struct
+from .limits import registry_problems
 
 DEFAULT_RETRIES = 3
 DEFAULT_TIMEOUT_MS = 60_000
@@ -28,12 +30,16 @@ class Registry:
     options: RuntimeOptions
 
 
-def registry_from(req: pb.NewRequest) -> Registry:
-    """The registry of a ``New`` call; INVALID_ARGUMENT naming every problem found."""
-    problems: list[str] = []
+def registry_from(req: pb.NewRequest, limits: Limits | None = None) -> Registry:
+    """The registry of a ``New`` call; INVALID_ARGUMENT naming every problem found.
+
+    With ``limits``, the registry-size limits are problems too, and a runtime
+    that sets no ``event_retention`` gets the daemon's ``--event-retention``.
+    """
+    problems: list[str] = registry_problems(limits, req) if limits is not None else []
     agents = [_agent(a, problems) for a in req.agents]
     llm = _llm(req.llm, problems)
-    options = options_from(req.options)
+    options = options_from(req.options, limits.event_retention if limits is not None else 0)
     if problems:
         validate(agents, llm, options, earlier=problems)
     return Registry(agents, llm, options)
@@ -56,12 +62,13 @@ def spawn_budget(msg: pb.SpawnRequest) -> Budget | None:
     return budget
 
 
-def options_from(msg: pb.RuntimeOptions) -> RuntimeOptions:
-    """Runtime options; a 0 field takes the default of DESIGN §2."""
+def options_from(msg: pb.RuntimeOptions, default_retention: int = 0) -> RuntimeOptions:
+    """Runtime options; a 0 field takes the default of DESIGN §2 (event retention: the daemon's)."""
     return RuntimeOptions.from_json({
         "max_concurrent_turns": msg.max_concurrent_turns, "inbox_cap": msg.inbox_cap,
         "close_grace_ms": msg.close_grace_ms, "tool_timeout_ms": msg.tool_timeout_ms,
-        "wait_for": msg.wait_for, "event_retention": msg.event_retention, "max_turns": msg.max_turns})
+        "wait_for": msg.wait_for, "event_retention": msg.event_retention or default_retention,
+        "max_turns": msg.max_turns})
 
 
 def _agent(msg: pb.AgentDef, problems: list[str]) -> AgentDef:

@@ -4,7 +4,11 @@
 or busy address fails the start with a clear message, and port 0 comes back
 resolved (tests bind port 0). ``unix:`` sockets are created owner-only (mode
 0600) and a stale socket file left by a crashed daemon is removed first; a
-socket another process still serves is never taken over.
+socket another process still serves is never taken over. With ``--tls-cert``
+every TCP listener speaks TLS (mTLS with ``--tls-client-ca``); unix sockets
+stay plaintext, guarded by their file mode, which is what a sidecar sharing a
+socket volume with its app wants. Requests are decoded by ``decode.guarded``
+so a malformed one is INVALID_ARGUMENT, never UNKNOWN.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
@@ -26,9 +31,11 @@ from ..config import Settings
 from ..engine.engine import Engine
 from ..workers import WorkerHub
 from ._gen import runtime_pb2 as pb
-from ._gen import runtime_pb2_grpc as pb_grpc
 from .auth import BearerTokenInterceptor
-from .servicer import AgentRuntimeServicer
+from .decode import add_servicer
+from .info import DaemonFacts
+from .servicer import AgentRuntimeServicer, ResumeObserver
+from .tls import TlsError, server_credentials
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AgentRuntime"].full_name
 HEALTH_SERVICES = ("", SERVICE_NAME)
@@ -45,39 +52,52 @@ async def set_health(health: HealthServicer, serving: bool) -> None:
         await health.set(name, status)
 
 
-def create_server(settings: Settings, engine: Engine, hub: WorkerHub, health: HealthServicer,
+def create_server(settings: Settings, engine: Engine, hub: WorkerHub, health: HealthServicer, *,
+                  on_resume: ResumeObserver | None = None,
                   ) -> tuple[aio.Server, list[str], AgentRuntimeServicer]:
     """A bound (not yet started) server, its resolved addresses and its servicer."""
     limit = settings.max_message_bytes
-    interceptors = [BearerTokenInterceptor(settings.auth_token)] if settings.auth_token else []
+    interceptors = ([BearerTokenInterceptor(settings.auth_token, reflection_open=settings.reflection_open)]
+                    if settings.auth_token else [])
     # so_reuseport off: a second daemon must fail to bind a busy port, not share it
     server = aio.server(interceptors=interceptors,
                         options=[("grpc.max_send_message_length", limit),
                                  ("grpc.max_receive_message_length", limit),
                                  ("grpc.so_reuseport", 0)])
-    servicer = AgentRuntimeServicer(engine, hub, {"max_message_bytes": limit})
-    pb_grpc.add_AgentRuntimeServicer_to_server(servicer, server)
+    facts = DaemonFacts(limits=settings.limits, config=settings.redacted())
+    servicer = AgentRuntimeServicer(engine, hub, facts, on_resume=on_resume)
+    add_servicer(server, servicer, settings.limits.max_struct_depth)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
     reflection.enable_server_reflection((SERVICE_NAME, health_name, reflection.SERVICE_NAME), server)
-    addresses = [bind(server, address) for address in settings.listen]
-    return server, addresses, servicer
+    try:
+        credentials = server_credentials(settings.tls) if settings.tls else None
+    except TlsError as exc:
+        raise ListenError(str(exc)) from exc
+    facts.listen = [bind(server, address, credentials) for address in settings.listen]
+    return server, facts.listen, servicer
 
 
-def bind(server: aio.Server, address: str) -> str:
-    """Listen on ``address`` (``host:port`` or ``unix:/path``); returns it with the port resolved."""
+def bind(server: aio.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> str:
+    """Listen on ``address`` (``host:port`` or ``unix:/path``); returns it with the port resolved.
+
+    TCP listeners use ``credentials`` when given; unix sockets never do.
+    """
     if address.startswith("unix:"):
         return _bind_unix(server, address)
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ListenError(f"--listen {address!r}: want host:port (e.g. 127.0.0.1:50051) or unix:/path")
-    bound = _add_port(server, address)
+    bound = _add_port(server, address, credentials)
     return f"{host}:{bound}"
 
 
-def _add_port(server: aio.Server, address: str) -> int:
+def _add_port(server: aio.Server, address: str, credentials: grpc.ServerCredentials | None = None) -> int:
     try:
-        port = int(server.add_insecure_port(address))
+        if credentials is not None:
+            port = int(server.add_secure_port(address, credentials))
+        else:
+            port = int(server.add_insecure_port(address))
     except RuntimeError as exc:
         raise ListenError(f"cannot listen on {address}: {exc} (address in use or not local?)") from exc
     if port == 0:

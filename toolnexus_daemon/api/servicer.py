@@ -6,43 +6,50 @@ decorators; every method naming a runtime checks its runtime key first
 runs, so on shutdown they end with UNAVAILABLE instead of holding the
 daemon's exit hostage: the state they wait on is durable and a client
 simply retries them once the daemon is back (a repeated Resume answers
-``duplicate``).
+``duplicate``). Watch and Connect streams that the shutdown ends close with
+UNAVAILABLE too, saying so, rather than with an OK a client could mistake for
+"nothing more will ever happen".
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
 from grpc import aio
 
-from .. import __version__
 from ..engine.engine import Engine
 from ..engine.runtime import Runtime
-from ..errors import InvalidArgument, Unavailable
-from ..model import ROOT_ID, RuntimeOptions
+from ..errors import InvalidArgument, NotFound, Unavailable
+from ..model import ROOT_ID
 from ..workers import WorkerHub
 from . import convert
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
+from .info import DaemonFacts, info_response
 from .keys import open_runtime, presented_key
+from .limits import check_prompt
 from .status import streaming, unary
 from .worker_channel import serve_worker
 
 T = TypeVar("T")
 Ctx: TypeAlias = aio.ServicerContext[Any, Any]
-
-# DESIGN §2 defaults the engine applies that RuntimeOptions does not carry
-DESIGN_LIMITS = {"max_depth": 3, "max_children": 8, "llm_retries": 3, "llm_timeout_ms": 60_000}
+# told a resume outcome: "ok", "declined", "duplicate" or "unknown" (metrics)
+ResumeObserver = Callable[[str], None]
+SHUTTING_DOWN = "the daemon is shutting down; the state is durable, retry once it serves again"
 
 
 class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc]  # generated, untyped base
-    def __init__(self, engine: Engine, hub: WorkerHub, server_limits: Mapping[str, int]) -> None:
+    def __init__(self, engine: Engine, hub: WorkerHub, facts: DaemonFacts | None = None, *,
+                 on_resume: ResumeObserver | None = None) -> None:
         self._engine = engine
         self._hub = hub
-        self._server_limits = dict(server_limits)
+        self.facts = facts or DaemonFacts()
+        self._on_resume = on_resume
+        # set by the composition root: what a daemon-wide Shutdown calls (the same stop as SIGTERM)
+        self.stop_daemon: Callable[[], None] | None = None
         self._closing = asyncio.Event()
         self._open = False
 
@@ -69,7 +76,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
             await asyncio.wait({task, closing}, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 return task.result()
-            raise Unavailable("the daemon is shutting down; the state is durable, retry once it serves again")
+            raise Unavailable(SHUTTING_DOWN)
         finally:
             closing.cancel()
             if not task.done():
@@ -80,31 +87,34 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
     @unary
     async def New(self, request: pb.NewRequest, context: Ctx) -> pb.NewResponse:
         self._require_open()
-        reg = registry_from(request)
+        reg = registry_from(request, self.facts.limits)
         out = await self._engine.new(request.runtime_id, reg.agents, reg.llm, reg.options,
                                      request.runtime_key or presented_key(context))
         return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached)
 
     @unary
     async def Shutdown(self, request: pb.ShutdownRequest, context: Ctx) -> pb.ShutdownResponse:
+        if request.daemon:
+            return self._shutdown_daemon(request)
         self._runtime(request.runtime_id, context)
         await self._engine.shutdown_runtime(request.runtime_id, request.purge)
         if request.purge:
             self._hub.detach_runtime(request.runtime_id)
         return pb.ShutdownResponse()
 
+    def _shutdown_daemon(self, request: pb.ShutdownRequest) -> pb.ShutdownResponse:
+        if request.runtime_id or request.purge:
+            raise InvalidArgument("daemon=true stops the whole daemon: leave runtime_id and purge unset")
+        if self.stop_daemon is None:
+            raise Unavailable("this server cannot stop its daemon")
+        self.stop_daemon()
+        return pb.ShutdownResponse()
+
     @unary
     async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
         self._require_open()
-        options = RuntimeOptions()
-        if request.runtime_id:
-            options = self._runtime(request.runtime_id, context).options
-        info = self._engine.store.info()
-        limits = {**_option_limits(options), **DESIGN_LIMITS, **self._server_limits,
-                  "store_map_size_bytes": info.map_size_bytes}
-        return pb.InfoResponse(version=__version__, store_path=info.path, store_size_bytes=info.size_bytes,
-                               limits=limits, runtimes=len(self._engine.runtimes()),
-                               format_version=str(info.format_version))
+        options = self._runtime(request.runtime_id, context).options if request.runtime_id else None
+        return info_response(self._engine, self.facts, options)
 
     # ------------------------------------------------------------------ handles
 
@@ -116,6 +126,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
 
     @unary
     async def Wake(self, request: pb.WakeRequest, context: Ctx) -> pb.WakeResponse:
+        check_prompt(self.facts.limits, request.prompt, "prompt")
         rt = self._runtime(request.runtime_id, context)
         return pb.WakeResponse(queued=await rt.wake(request.handle, request.prompt))
 
@@ -133,11 +144,20 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
             raise InvalidArgument("answer is required")
         answer = convert.answer_from(request.answer)
         rt = self._runtime(request.runtime_id, context)
-        out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait))
+        try:
+            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait))
+        except NotFound:
+            self._resumed("unknown")
+            raise
+        self._resumed("duplicate" if out.duplicate else "ok" if answer.ok else "declined")
         response = pb.ResumeResponse(handle=out.handle, duplicate=out.duplicate)
         if out.result is not None:
             response.result.CopyFrom(convert.result_to(out.result))
         return response
+
+    def _resumed(self, outcome: str) -> None:
+        if self._on_resume is not None:
+            self._on_resume(outcome)
 
     @unary
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
@@ -151,6 +171,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
 
     @unary
     async def Post(self, request: pb.PostRequest, context: Ctx) -> pb.PostResponse:
+        check_prompt(self.facts.limits, request.item.text, "item.text")
         rt = self._runtime(request.runtime_id, context)
         await rt.post(request.handle, convert.inbox_item_from(request.item))
         return pb.PostResponse()
@@ -174,21 +195,26 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
         types = convert.event_types(list(request.types))
         rt = self._runtime(request.runtime_id, context)
         events = rt.watch(request.after_seq, types, request.handle)
+        last = request.after_seq
         try:
             async for event in events:
+                last = event.seq or last
                 yield convert.event_to(event)
         finally:
             # end the engine's subscription now (a cancelled stream), not when the generator is collected
             await events.aclose()
+        if self._closing.is_set():
+            raise Unavailable(f"{SHUTTING_DOWN}; Watch again with after_seq={last}")
 
     @streaming
-    def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
-                context: Ctx) -> AsyncGenerator[pb.DaemonMessage, None]:
+    async def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
+                      context: Ctx) -> AsyncGenerator[pb.DaemonMessage, None]:
         self._require_open()
-        return serve_worker(self._engine, self._hub, request_iterator, context)
-
-
-def _option_limits(options: RuntimeOptions) -> dict[str, int]:
-    return {"max_concurrent_turns": options.max_concurrent_turns, "inbox_cap": options.inbox_cap,
-            "close_grace_ms": options.close_grace_ms, "tool_timeout_ms": options.tool_timeout_ms,
-            "max_turns": options.max_turns, "event_retention": options.event_retention}
+        worker = serve_worker(self._engine, self._hub, request_iterator, context)
+        try:
+            async for message in worker:
+                yield message
+        finally:
+            await worker.aclose()
+        if self._closing.is_set():
+            raise Unavailable(f"{SHUTTING_DOWN}; unanswered calls are re-sent when the worker reconnects")

@@ -5,6 +5,9 @@ imports grpc); the decorators here wrap each servicer method so a domain
 error aborts the RPC with that code and its message, and anything else is a
 bug: logged with its traceback and reported as INTERNAL with a generic
 message (an exception's text may carry data that must not leave the daemon).
+A request the guarded deserializer refused (``decode.Refused``) never reaches
+the method: it is INVALID_ARGUMENT here. Every call ends with one access-log
+line (``access.log_call``).
 """
 
 from __future__ import annotations
@@ -12,13 +15,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 import grpc
 from grpc import aio
 
-from ..errors import DaemonError
+from ..errors import DaemonError, InvalidArgument
+from .access import log_call
+from .decode import Refused
+from .limits import check_ids
 
 log = logging.getLogger("toolnexus_daemon.api")
 
@@ -51,12 +58,17 @@ def unary(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], Awaitable[Res
 
     @functools.wraps(fn)
     async def wrapper(self: Self, request: Req, context: aio.ServicerContext[Any, Any]) -> Resp:
+        started = time.monotonic()
         try:
-            return await fn(self, request, context)
+            _refuse_malformed(request)
+            response = await fn(self, request, context)
         except aio.AbortError:
             raise
         except Exception as exc:
+            log_call(fn.__name__, request, _code_name(exc), started, exc)
             await abort_with(context, exc, fn.__name__)
+        log_call(fn.__name__, request, "OK", started)
+        return response
 
     return wrapper
 
@@ -68,7 +80,9 @@ def streaming(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], AsyncGene
     @functools.wraps(fn)
     async def wrapper(self: Self, request: Req,
                       context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Resp]:
+        started = time.monotonic()
         try:
+            _refuse_malformed(request)
             # aclosing: a cancelled stream must run the inner generator's cleanup now, not at GC
             async with contextlib.aclosing(fn(self, request, context)) as items:
                 async for item in items:
@@ -76,6 +90,18 @@ def streaming(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], AsyncGene
         except aio.AbortError:
             raise
         except Exception as exc:
+            log_call(fn.__name__, request, _code_name(exc), started, exc)
             await abort_with(context, exc, fn.__name__)
+        log_call(fn.__name__, request, "OK", started)
 
     return wrapper
+
+
+def _refuse_malformed(request: object) -> None:
+    if isinstance(request, Refused):
+        raise InvalidArgument(request.reason)
+    check_ids(request)
+
+
+def _code_name(exc: Exception) -> str:
+    return status_code(exc).name if isinstance(exc, DaemonError) else "INTERNAL"

@@ -6,6 +6,12 @@ then attached to the hub, a ``Welcome`` goes out, and two things run until
 either side ends: this generator drains the session's outbox onto the wire,
 and a reader task hands each reply to the hub. Detaching in ``finally``
 re-queues whatever the worker had not answered, with the same ``call_id``.
+
+A reply the daemon refuses (``decode.Refused``) is handled so nothing hangs:
+one too deep for ``--max-struct-depth`` still names its call, which gets an
+error naming the limit (the turn goes on, as after any failed call); bytes
+that do not decode at all end the stream with INVALID_ARGUMENT, because a
+worker that sends them cannot be trusted with the calls it holds.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from grpc import aio
 
@@ -24,6 +30,7 @@ from ..model import JSON, Answer, Request
 from ..workers import CallKind, Outgoing, WorkerHub, WorkerSession
 from ._gen import runtime_pb2 as pb
 from .convert import answer_from, answer_to, optional_struct, request_from, request_to, to_struct
+from .decode import Refused
 from .keys import open_runtime
 
 log = logging.getLogger("toolnexus_daemon.api")
@@ -44,11 +51,16 @@ async def serve_worker(engine: Engine, hub: WorkerHub, requests: AsyncIterator[p
         reader.cancel()
         hub.detach(session)
         log.info("worker disconnected", extra={"runtime": session.runtime_id, "worker_id": session.worker_id})
+    fatal = reader.result() if reader.done() and not reader.cancelled() else None
+    if fatal:
+        raise InvalidArgument(fatal)
 
 
 async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
                      context: aio.ServicerContext[Any, Any]) -> WorkerSession:
     first = await anext(requests, None)
+    if isinstance(first, Refused):
+        raise InvalidArgument(first.reason)
     if first is None or first.WhichOneof("msg") != "hello":
         raise InvalidArgument("first message must be hello")
     hello = first.hello
@@ -59,10 +71,19 @@ async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
 
 
 async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage],
-                        ) -> None:
-    """Deliver each reply to the hub; when the worker stops sending, end the session."""
+                        ) -> str | None:
+    """Deliver each reply to the hub; when the worker stops sending, end the session.
+
+    Returns why the stream must end INVALID_ARGUMENT, or None when it simply ended.
+    """
     try:
         async for msg in requests:
+            if isinstance(msg, Refused):
+                if msg.message is None:
+                    return f"worker stream ended: {msg.reason}"
+                # Connect's deserializer only ever decodes WorkerMessages
+                _deliver_refusal(hub, session, cast(pb.WorkerMessage, msg.message), msg.reason)
+                continue
             kind = msg.WhichOneof("msg")
             if kind == "hello":
                 log.warning("ignoring a second hello on a worker stream",
@@ -73,8 +94,7 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
             try:
                 call_id, reply = worker_reply(msg)
             except InvalidArgument as exc:
-                log.warning("ignoring a malformed worker reply", extra={"worker_id": session.worker_id,
-                                                                        "error": str(exc)})
+                _deliver_refusal(hub, session, msg, str(exc))
                 continue
             if not hub.deliver(session, call_id, reply):
                 log.info("reply for a call nobody waits on (already answered or timed out)",
@@ -85,6 +105,29 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
         log.info("worker stream ended", extra={"worker_id": session.worker_id, "error": type(exc).__name__})
     finally:
         hub.detach(session)
+    return None
+
+
+def _deliver_refusal(hub: WorkerHub, session: WorkerSession, msg: pb.WorkerMessage, reason: str) -> None:
+    """A reply the daemon cannot take (too deep, NaN, malformed): its call fails with ``reason``
+    instead of waiting for an answer that will never come."""
+    kind = msg.WhichOneof("msg")
+    reply: JSON
+    if kind == "tool_outcome":
+        reply = {"output": f"the worker's reply was refused: {reason}", "is_error": True, "metadata": None,
+                 "pending": None}
+    elif kind == "llm_reply":
+        reply = {"status": 200, "body": {}, "error": f"the worker's reply was refused: {reason}"}
+    elif kind == "resolve_reply":
+        reply = {"answer": Answer(id=msg.resolve_reply.answer.id, ok=False, reason="declined").to_json()}
+    else:
+        log.warning("ignoring a refused worker message", extra={"worker_id": session.worker_id,
+                                                                "error": reason})
+        return
+    call_id = getattr(msg, kind).call_id
+    log.warning("worker reply refused; its call fails", extra={"runtime": session.runtime_id,
+                                                                "call_id": call_id, "error": reason})
+    hub.deliver(session, call_id, reply)
 
 
 def daemon_message(out: Outgoing) -> pb.DaemonMessage:

@@ -325,12 +325,14 @@ class SnapshotRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ...) -> None: ...
 
 class ShutdownRequest(_message.Message):
-    __slots__ = ("runtime_id", "purge")
+    __slots__ = ("runtime_id", "purge", "daemon")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     PURGE_FIELD_NUMBER: _ClassVar[int]
+    DAEMON_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     purge: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., purge: _Optional[bool] = ...) -> None: ...
+    daemon: bool
+    def __init__(self, runtime_id: _Optional[str] = ..., purge: _Optional[bool] = ..., daemon: _Optional[bool] = ...) -> None: ...
 
 class ShutdownResponse(_message.Message):
     __slots__ = ()
@@ -431,7 +433,7 @@ class InfoRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version")
+    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address")
     class LimitsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -439,19 +441,32 @@ class InfoResponse(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_PATH_FIELD_NUMBER: _ClassVar[int]
     STORE_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     RUNTIMES_FIELD_NUMBER: _ClassVar[int]
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LISTEN_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_path: str
     store_size_bytes: int
     limits: _containers.ScalarMap[str, int]
     runtimes: int
     format_version: str
-    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ...) -> None: ...
+    listen: _containers.RepeatedScalarFieldContainer[str]
+    config: _containers.ScalarMap[str, str]
+    metrics_address: str
+    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
     __slots__ = ("runtime_id", "worker_id", "tools", "llm", "resolver", "no_tools")

@@ -205,7 +205,7 @@ class AgentRuntimeServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Info(self, request, context):
-        """Daemon version, limits, store path and size.
+        """Daemon version, listen addresses, limits, store path and size, effective configuration.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

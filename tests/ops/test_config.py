@@ -1,0 +1,101 @@
+"""Every serve flag has a TOOLNEXUS_* twin named in --help; Info shows the effective configuration."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.ops.certs import Certs
+from tests.support.daemon import DaemonProcess
+from tests.support.grpc_client import open_stub
+from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_daemon.config import Settings, load, serve_parser
+
+
+def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
+    """env var -> (value, what Settings must then hold) for every documented variable."""
+    token = tmp_path / "token"
+    token.write_text("t")
+    return {
+        "TOOLNEXUS_LISTEN": ("127.0.0.1:7,unix:/tmp/x.sock", ("127.0.0.1:7", "unix:/tmp/x.sock")),
+        "TOOLNEXUS_METRICS_LISTEN": ("127.0.0.1:9464", "127.0.0.1:9464"),
+        "TOOLNEXUS_GRACE": ("2.5", 2.5),
+        "TOOLNEXUS_LOG_LEVEL": ("DEBUG", "debug"),
+        "TOOLNEXUS_DATA_DIR": ("/srv/tn", Path("/srv/tn")),
+        "TOOLNEXUS_NO_SYNC": ("1", False),
+        "TOOLNEXUS_MAP_SIZE": ("2MiB", 2 << 20),
+        "TOOLNEXUS_TOKEN_FILE": (str(token), "t"),
+        "TOOLNEXUS_AUTH_TOKEN_ENV": ("TND_SOME_TOKEN", "from-env"),
+        "TOOLNEXUS_REFLECTION_OPEN": ("true", True),
+        "TOOLNEXUS_TLS_CERT": (str(certs.server.cert), certs.server.cert),
+        "TOOLNEXUS_TLS_KEY": (str(certs.server.key), certs.server.key),
+        "TOOLNEXUS_TLS_CLIENT_CA": (str(certs.ca), certs.ca),
+        "TOOLNEXUS_INSECURE": ("yes", True),
+        "TOOLNEXUS_MAX_MESSAGE_BYTES": ("1MiB", 1 << 20),
+        "TOOLNEXUS_MAX_PROMPT_BYTES": ("2KiB", 2 << 10),
+        "TOOLNEXUS_MAX_TOOLS_PER_AGENT": ("5", 5),
+        "TOOLNEXUS_MAX_AGENTS": ("6", 6),
+        "TOOLNEXUS_MAX_STRUCT_DEPTH": ("7", 7),
+        "TOOLNEXUS_EVENT_RETENTION": ("8", 8),
+    }
+
+
+def _held(s: Settings, name: str) -> object:
+    tls = s.tls
+    return {
+        "TOOLNEXUS_LISTEN": s.listen, "TOOLNEXUS_METRICS_LISTEN": s.metrics_listen,
+        "TOOLNEXUS_GRACE": s.grace, "TOOLNEXUS_LOG_LEVEL": s.log_level, "TOOLNEXUS_DATA_DIR": s.data_dir,
+        "TOOLNEXUS_NO_SYNC": s.sync, "TOOLNEXUS_MAP_SIZE": s.map_size, "TOOLNEXUS_TOKEN_FILE": s.auth_token,
+        "TOOLNEXUS_AUTH_TOKEN_ENV": s.auth_token, "TOOLNEXUS_REFLECTION_OPEN": s.reflection_open,
+        "TOOLNEXUS_TLS_CERT": tls and tls.cert, "TOOLNEXUS_TLS_KEY": tls and tls.key,
+        "TOOLNEXUS_TLS_CLIENT_CA": tls and tls.client_ca, "TOOLNEXUS_INSECURE": s.insecure,
+        "TOOLNEXUS_MAX_MESSAGE_BYTES": s.limits.max_message_bytes,
+        "TOOLNEXUS_MAX_PROMPT_BYTES": s.limits.max_prompt_bytes,
+        "TOOLNEXUS_MAX_TOOLS_PER_AGENT": s.limits.max_tools_per_agent,
+        "TOOLNEXUS_MAX_AGENTS": s.limits.max_agents, "TOOLNEXUS_MAX_STRUCT_DEPTH": s.limits.max_struct_depth,
+        "TOOLNEXUS_EVENT_RETENTION": s.limits.event_retention,
+    }[name]
+
+
+def test_every_flag_names_its_environment_variable_in_help() -> None:
+    for action in serve_parser({})._actions:
+        if action.option_strings and action.dest != "help":
+            assert "env TOOLNEXUS_" in (action.help or ""), action.option_strings
+    done = subprocess.run([sys.executable, "-m", "toolnexus_daemon", "serve", "--help"], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0
+    for flag in ("--tls-client-ca", "--metrics-listen", "--max-struct-depth", "--event-retention",
+                 "--insecure", "--reflection-open", "--token-file", "TOOLNEXUS_TOKEN"):
+        assert flag in done.stdout
+
+
+def test_every_environment_variable_sets_its_flag(tmp_path: Path, certs: Certs) -> None:
+    table = _env_table(tmp_path, certs)
+    helps = " ".join(a.help or "" for a in serve_parser({})._actions)
+    documented = set(re.findall(r"env (TOOLNEXUS_[A-Z_]+)", helps))
+    assert documented - {"TOOLNEXUS_TOKEN"} == set(table)
+    for name, (raw, expected) in table.items():
+        env = {"TND_SOME_TOKEN": "from-env"}
+        if name.startswith("TOOLNEXUS_TLS_"):  # TLS takes a certificate and its key together
+            env.update(TOOLNEXUS_TLS_CERT=str(certs.server.cert), TOOLNEXUS_TLS_KEY=str(certs.server.key))
+        env[name] = raw
+        assert _held(load([], env), name) == expected, name
+    assert load([], {"TOOLNEXUS_TOKEN": " tok "}).auth_token == "tok"
+    assert load(["--max-agents", "3"], {"TOOLNEXUS_MAX_AGENTS": "9"}).limits.max_agents == 3  # the flag wins
+
+
+def test_info_shows_listeners_and_the_configuration_without_secrets(tmp_path: Path) -> None:
+    sock = Path("/tmp") / f"tnd-info-{tmp_path.name[-12:]}.sock"
+    proc = DaemonProcess(tmp_path / "data", "--grace", "1.5", "--no-sync",
+                         listen=("127.0.0.1:0", f"unix:{sock}"), env={"TOOLNEXUS_TOKEN": "hush-hush"})
+    with proc:
+        channel, stub = open_stub(f"unix:{sock}")
+        with channel:
+            info = stub.Info(pb.InfoRequest(), metadata=(("authorization", "Bearer hush-hush"),), timeout=5)
+    assert list(info.listen) == proc.addresses
+    shown = (info.config["grace"], info.config["sync"], info.config["auth-token"])
+    assert shown == ("1.5", "false", "<redacted>")
+    assert Path(info.config["data-dir"]) == proc.data_dir and info.store_size_bytes > 0
+    assert "hush-hush" not in str(info)

@@ -1,0 +1,164 @@
+"""Request decoding that cannot fail the RPC badly, and the Struct nesting limit.
+
+gRPC decodes a request before any servicer code runs; a request protobuf
+cannot parse (corrupt bytes, invalid UTF-8 in a string, nesting past the
+parser's 100 levels) would end as UNKNOWN with a traceback in the log. The
+deserializers built here never raise: such a request becomes a ``Refused``
+value that the servicer turns into INVALID_ARGUMENT, and so does a request
+whose Structs nest deeper than ``--max-struct-depth`` or hold NaN/Infinity,
+which no JSON can carry (checked once, here, for every RPC, so no later code
+walks an unbounded tree or fails converting one).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from ._gen import runtime_pb2 as pb
+
+STRUCT, LIST, VALUE = "google.protobuf.Struct", "google.protobuf.ListValue", "google.protobuf.Value"
+_DECODE_REASONS = {
+    "MaxDepth": "it nests deeper than protobuf's parser allows (100 message levels, about 32 Struct levels)",
+    "UTF-8": "a string field is not valid UTF-8",
+    "corrupt": "its protobuf wire format is malformed",
+}
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A request the daemon will not act on; ``message`` is the decoded request when there is one."""
+
+    reason: str
+    message: Message | None = None
+
+
+Deserializer = Callable[[bytes], "Message | Refused"]
+
+
+def guarded(cls: type[Message], max_depth: int) -> Deserializer:
+    """A deserializer for ``cls`` that returns ``Refused`` instead of raising or passing a too-deep Struct."""
+    name = cls.DESCRIPTOR.name
+    walk = _reaches_struct(cls.DESCRIPTOR)
+
+    def parse(data: bytes) -> Message | Refused:
+        try:
+            msg = cls.FromString(data)
+        except DecodeError as exc:
+            return Refused(f"the {name} could not be decoded: {_decode_reason(exc)}")
+        problem = struct_problem(msg, max_depth) if walk else None
+        return Refused(f"a Struct in the {name} {problem}", msg) if problem else msg
+
+    return parse
+
+
+def _decode_reason(exc: DecodeError) -> str:
+    text = str(exc)
+    return next((reason for marker, reason in _DECODE_REASONS.items() if marker in text),
+                "it is not a valid protobuf message")
+
+
+def struct_problem(msg: Message, max_depth: int) -> str | None:
+    """What is wrong with the Structs of ``msg`` (too deep, or NaN/Infinity), or None."""
+    deepest, finite = _walk(msg, max_depth)
+    if deepest > max_depth:
+        return f"nests more than {max_depth} levels deep; the limit is {max_depth} (--max-struct-depth)"
+    if not finite:
+        return "holds NaN or Infinity, which JSON cannot carry"
+    return None
+
+
+def struct_depth(msg: Message, stop_above: int) -> int:
+    """The deepest Struct/ListValue nesting anywhere in ``msg`` (each level counts 1), or a value
+    above ``stop_above`` as soon as one is found: a hostile request is not walked to its end."""
+    return _walk(msg, stop_above)[0]
+
+
+def _walk(msg: Message, stop_above: int) -> tuple[int, bool]:
+    """(deepest nesting, whether every number is finite); stops once deeper than ``stop_above``."""
+    deepest, finite = 0, True
+    stack: list[tuple[Any, int]] = [(msg, 0)]
+    while stack:
+        m, level = stack.pop()
+        kind = m.DESCRIPTOR.full_name
+        if kind == STRUCT:
+            level += 1
+            stack.extend((v, level) for v in m.fields.values())
+        elif kind == LIST:
+            level += 1
+            stack.extend((v, level) for v in m.values)
+        elif kind == VALUE:
+            which = m.WhichOneof("kind")
+            if which in ("struct_value", "list_value"):
+                stack.append((getattr(m, which), level))
+            elif which == "number_value" and not math.isfinite(m.number_value):
+                finite = False
+        else:
+            stack.extend((child, level) for child in _struct_children(m))
+        deepest = max(deepest, level)
+        if deepest > stop_above:
+            break
+    return deepest, finite
+
+
+def _struct_children(m: Message) -> list[Message]:
+    out: list[Message] = []
+    for fd, value in m.ListFields():
+        sub = fd.message_type
+        if fd.type != FieldDescriptor.TYPE_MESSAGE or sub is None or not _reaches_struct(sub):
+            continue
+        if sub.GetOptions().map_entry:
+            out.extend(value.values())
+        elif fd.is_repeated:
+            out.extend(value)
+        else:
+            out.append(value)
+    return out
+
+
+@functools.cache
+def _reaches_struct(desc: Descriptor) -> bool:
+    """Whether a message of this type can hold a Struct (so the walk skips those that cannot)."""
+    return _reaches(desc, frozenset())
+
+
+def _reaches(desc: Descriptor, seen: frozenset[str]) -> bool:
+    if desc.full_name in (STRUCT, LIST, VALUE):
+        return True
+    if desc.full_name in seen:
+        return False
+    seen = seen | {desc.full_name}
+    return any(fd.message_type is not None and _reaches(fd.message_type, seen) for fd in desc.fields)
+
+
+def add_servicer(server: Any, servicer: Any, max_depth: int) -> None:
+    """Register the AgentRuntime methods of ``servicer`` with guarded deserializers.
+
+    The same registration the generated ``add_AgentRuntimeServicer_to_server``
+    makes, built from the service descriptor so no method can be forgotten.
+    """
+    service = pb.DESCRIPTOR.services_by_name["AgentRuntime"]
+    handlers = {}
+    for method in service.methods:
+        factory = _FACTORIES[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = factory(
+            getattr(servicer, method.name),
+            request_deserializer=guarded(getattr(pb, method.input_type.name), max_depth),
+            response_serializer=getattr(pb, method.output_type.name).SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
+_FACTORIES: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}

@@ -1,0 +1,48 @@
+"""What ``Info`` reports: version, listeners, every limit in force, the store, the effective configuration.
+
+``DaemonFacts`` is filled in by the composition root once the listeners are
+bound (ports resolved) and the metrics endpoint is up; the configuration it
+carries was redacted by ``Settings.redacted``, so no secret can reach a
+client through ``Info``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..config import Limits
+from ..engine.engine import Engine
+from ..model import RuntimeOptions
+from ._gen import runtime_pb2 as pb
+
+# DESIGN §2 defaults the engine applies that RuntimeOptions does not carry
+DESIGN_LIMITS = {"max_depth": 3, "max_children": 8, "llm_retries": 3, "llm_timeout_ms": 60_000}
+
+
+@dataclass
+class DaemonFacts:
+    limits: Limits = field(default_factory=Limits)
+    # Settings.redacted(): flag name -> value, secrets already replaced
+    config: dict[str, str] = field(default_factory=dict)
+    listen: list[str] = field(default_factory=list)
+    metrics_address: str = ""
+
+
+def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | None) -> pb.InfoResponse:
+    """The daemon's Info; with a runtime's ``options``, its own option limits replace the defaults."""
+    if options is None:
+        options = RuntimeOptions(event_retention=facts.limits.event_retention)
+    store = engine.store.info()
+    limits = {**DESIGN_LIMITS, **facts.limits.as_dict(), **_option_limits(options),
+              "store_map_size_bytes": store.map_size_bytes}
+    return pb.InfoResponse(version=__version__, store_path=store.path, store_size_bytes=store.size_bytes,
+                           limits=limits, runtimes=len(engine.runtimes()),
+                           format_version=str(store.format_version), listen=facts.listen,
+                           config=facts.config, metrics_address=facts.metrics_address)
+
+
+def _option_limits(options: RuntimeOptions) -> dict[str, int]:
+    return {"max_concurrent_turns": options.max_concurrent_turns, "inbox_cap": options.inbox_cap,
+            "close_grace_ms": options.close_grace_ms, "tool_timeout_ms": options.tool_timeout_ms,
+            "max_turns": options.max_turns, "event_retention": options.event_retention}
