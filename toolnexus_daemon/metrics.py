@@ -146,7 +146,7 @@ class Census:
             if state == HandleState.SUSPENDED and rec.get("escalating"):
                 state = HandleState.RUNNING  # recovery turns an inline escalation back into a running turn
             elif state == HandleState.SUSPENDED and pending.get("id"):
-                # suspended_at: not recorded yet by the engine; until it is, the age counts from this start
+                # suspended_at: when the engine parked it; records older than that field count from this start
                 since = float(rec.get("suspended_at") or self._clock())
                 kind = str(pending.get("kind") or "")
                 self._hold(runtime_id, str(rec["id"]), str(pending["id"]), kind, since)

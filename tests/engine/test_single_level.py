@@ -166,3 +166,14 @@ async def test_an_answer_after_expiry_is_a_decline(bench: Bench) -> None:
     out = await rt.resume(Answer(id="late", ok=True))
     assert out.result is not None and out.result.text == "declined/expired: approve?"
     assert bench.tools.ledger[-1].answer is None, "treated as a decline: invoked fresh"
+
+
+async def test_impossible_ids_are_unknown_not_internal_errors(bench: Bench) -> None:
+    rt, hid, req_id = await _suspended(bench)
+    with pytest.raises(NotFound):
+        rt.snapshot("root/\x00evil")
+    with pytest.raises(NotFound):
+        await rt.resume(Answer(id="x" * 300, ok=True))
+    assert rt.snapshot(hid).suspended_at > 0, "the suspension records when it began"
+    await rt.resume(Answer(id=req_id, ok=True))
+    assert rt.snapshot(hid).suspended_at == 0

@@ -46,6 +46,8 @@ class Handle:
     wake_queue: list[list[str]] = field(default_factory=list)
     # suspended inline while an interpreter answers; recovery turns it back into running
     escalating: bool = False
+    # when the current durable suspension began (seconds since the epoch; 0 = not suspended)
+    suspended_at: float = 0.0
     # kept in its own table, loaded with the handle
     cp: Checkpoint | None = field(default=None, repr=False)
     # not persisted
@@ -64,7 +66,7 @@ class Handle:
             "committed_len": self.committed_len, "log_len": self.log_len,
             "budget": self.budget.to_json(), "spawned_at": self.spawned_at,
             "tool_calls": self.tool_calls, "wake_queue": [list(q) for q in self.wake_queue],
-            "escalating": self.escalating,
+            "escalating": self.escalating, "suspended_at": self.suspended_at,
         }
 
     @classmethod
@@ -82,6 +84,7 @@ class Handle:
             log_len=int(d.get("log_len") or 0), budget=Budget.from_json(d.get("budget")),
             spawned_at=float(d.get("spawned_at") or 0.0), tool_calls=int(d.get("tool_calls") or 0),
             wake_queue=[list(q) for q in d.get("wake_queue") or []], escalating=bool(d.get("escalating")),
+            suspended_at=float(d.get("suspended_at") or 0.0),
         )
 
     def restore_from(self, fresh: Handle) -> None:
@@ -107,3 +110,8 @@ class Handle:
 def children_log(handle_id: str) -> str:
     """Where a handle's child ids are appended; ``#`` never occurs in a handle id."""
     return handle_id + "#children"
+
+
+def storable_id(text: str) -> bool:
+    """Whether an id can name a stored record at all (no NUL, at most 250 bytes); others are unknown."""
+    return "\x00" not in text and len(text.encode()) <= 250

@@ -99,6 +99,7 @@ def _drop_turn(rt: Runtime, h: Handle) -> Change:
         _cancel_request(rt, h, change)
     h.cp = None
     h.pending = None
+    h.suspended_at = 0.0
     return change
 
 

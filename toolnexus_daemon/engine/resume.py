@@ -20,10 +20,11 @@ from ..errors import FailedPrecondition, InvalidArgument, NotFound
 from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
 from . import notes
 from .change import Change
-from .handle import Handle
+from .handle import Handle, storable_id
 
 if TYPE_CHECKING:
     from .runtime import Runtime
+
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller."""
     if not answer.id:
         raise InvalidArgument("answer.id is required (the id of the pending Request)")
-    entry = rt.deps.store.get_request(rt.id, answer.id)
+    entry = rt.deps.store.get_request(rt.id, answer.id) if storable_id(answer.id) else None
     if not entry:
         raise NotFound(f'no request "{answer.id}" in runtime "{rt.id}" (unknown or already cancelled)')
     handles: dict[str, JSON] = dict(entry.get("handles") or {})
@@ -111,6 +112,7 @@ def _restart(h: Handle, answer: Answer, change: Change, *, cascade: bool) -> Non
     assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"
     h.cp.answer = answer
     h.pending = None
+    h.suspended_at = 0.0
     h.state = HandleState.RUNNING
     change.save(h).checkpoint(h, h.cp)
     note = notes.resume_at_checkpoint(h.id, answer.ok, h.turns_total)

@@ -43,7 +43,7 @@ from . import task as task_mod
 from .cache import HandleCache
 from .change import Change
 from .checkpoint import Call, Checkpoint
-from .handle import Handle, children_log
+from .handle import Handle, children_log, storable_id
 from .resume import ResumeOutcome
 from .watch import watch as watch_events
 
@@ -193,7 +193,7 @@ class Runtime:
     def handle(self, handle_id: str) -> Handle:
         if not handle_id:
             raise InvalidArgument("handle is required (a handle id such as root/worker.1)")
-        h = self.handles.get(handle_id)
+        h = self.handles.get(handle_id) if storable_id(handle_id) else None
         if h is None:
             raise NotFound(f'unknown handle "{handle_id}" in runtime "{self.id}"')
         return h

@@ -38,6 +38,7 @@ async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int, change: 
     request = _with_path(rt, h, request) if is_leaf else request
     h.state = HandleState.SUSPENDED
     h.pending = request
+    h.suspended_at = rt.deps.clock.now()
     result = h.result(Status.PENDING, request.prompt, pending=request)
     h.last_result = result
     change.save(h).checkpoint(h, h.cp)
