@@ -1,0 +1,199 @@
+"""Turn a results dict into the goal verdicts and the Markdown table of ``bench/README.md``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT
+
+README = ROOT / "bench" / "README.md"
+
+
+def _get(d: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each issue-7/issue-4 goal: what was measured, the bar, met / missed / not run."""
+    s = {k: v for k, v in results["scenarios"].items() if "error" not in v}
+    out: list[dict[str, Any]] = []
+
+    def add(goal: str, value: float | None, bar: str, ok: bool | None, detail: str) -> None:
+        out.append({"goal": goal, "value": value, "bar": bar,
+                    "status": "not run" if ok is None else ("met" if ok else "MISSED"), "detail": detail})
+
+    s1 = _get(s, "s1", "tcp", "latency_ms", "median")
+    s1u = _get(s, "s1", "unix", "latency_ms", "median")
+    lg = _get(s, "s3", "langgraph_sqlite", "latency_ms", "median")
+    r = round(s1 / lg, 2) if s1 and lg else None
+    add("S1 cycle ≤ 1.0× LangGraph+SQLite cycle", r, "≤ 1.0", None if r is None else r <= 1.0,
+        f"daemon tcp {s1} ms / unix {s1u} ms vs LangGraph+SqliteSaver {lg} ms")
+    s2 = _get(s, "s2", "cycles_per_s", "median")
+    lg_tput = 1e3 / lg if lg else None
+    r = round(s2 / lg_tput, 2) if s2 and lg_tput else None
+    add("S2 throughput ≥ 3× LangGraph+SQLite single-threaded", r, "≥ 3.0", None if r is None else r >= 3.0,
+        f"daemon 16 clients {s2} cycles/s vs LangGraph+SqliteSaver {round(lg_tput, 1) if lg_tput else None}/s")
+    for transport in ("tcp", "unix"):
+        r = _get(s, "s4", f"snapshot_over_echo_{transport}")
+        add(f"S4 Snapshot ≤ 1.3× echo ({transport})", r, "≤ 1.3", None if r is None else r <= 1.3,
+            f"Snapshot {_get(s, 's4', f'snapshot_{transport}_ms', 'median')} ms vs echo "
+            f"{_get(s, 's4', 'echo', transport, 'unary_ms', 'median')} ms")
+    for transport in ("tcp", "unix"):
+        r = _get(s, "s4", f"cycle_over_parts_{transport}")
+        an = _get(s, "s4", "anatomy") or {}
+        add(f"S4 cycle ≤ 1.5× sum of its parts ({transport})", r, "≤ 1.5", None if r is None else r <= 1.5,
+            f"parts {_get(s, 's4', f'sum_of_parts_{transport}_ms')} ms = {an.get('unary_rpcs_per_cycle')} RPCs + "
+            f"{an.get('worker_roundtrips_per_cycle')} worker round trips at echo cost + "
+            f"{an.get('write_txns_per_cycle')} synced commits × {_get(s, 's4', 'lmdb', 'synced_commit_ms', 'median')} ms")
+    sm = _get(s, "s5", "summary") or {}
+    levels = sm.get("levels") or ["?", "?"]
+    r = sm.get("cycle_ratio_hi_over_lo")
+    add(f"S5 daemon cycle at {levels[1]} parked ≤ 1.2× at {levels[0]}", r, "≤ 1.2", None if r is None else r <= 1.2,
+        f"{_get(s, 's5', 'daemon', levels[1], 'latency_ms', 'median')} ms vs "
+        f"{_get(s, 's5', 'daemon', levels[0], 'latency_ms', 'median')} ms")
+    r = sm.get("daemon_hi_over_reference_hi")
+    add(f"S5 daemon durable cycle < reference in-memory cycle at {levels[1]}", r, "< 1.0",
+        None if r is None else r < 1.0,
+        f"daemon {_get(s, 's5', 'daemon', levels[1], 'latency_ms', 'median')} ms vs reference "
+        f"{_get(s, 's5', 'reference', levels[1], 'latency_ms', 'median')} ms")
+    f6 = _get(s, "s6", "fraction_of_ideal")
+    rss6 = _get(s, "s6", "daemon_peak_rss_mib")
+    add("S6 turns/s ≥ 80% of max_concurrent_turns/0.05 s", f6, "≥ 0.80", None if f6 is None else f6 >= 0.8,
+        f"{_get(s, 's6', 'turns_per_s', 'median')} turns/s vs ideal {_get(s, 's6', 'ideal_turns_per_s')} "
+        f"({_get(s, 's6', 'handles')} handles)")
+    add("S6 daemon RSS < 300 MB", rss6, "< 286 MiB", None if rss6 is None else rss6 * (1 << 20) < 300e6,
+        f"peak RSS {rss6} MiB")
+    r = sm.get("resume_ratio_hi_over_lo")
+    add(f"I4 Resume latency at {levels[1]} parked ≤ 1.2× at {levels[0]}", r, "≤ 1.2",
+        None if r is None else r <= 1.2,
+        f"{_get(s, 's5', 'daemon', levels[1], 'phases_ms', 'resume_done')} ms vs "
+        f"{_get(s, 's5', 'daemon', levels[0], 'phases_ms', 'resume_done')} ms")
+    g = sm.get("rss_growth_bytes_per_parked_after_restart")
+    add("I4 RSS growth ≤ 2 KB per parked handle (restarted daemon)", g, "≤ 2048 B",
+        None if g is None else g <= 2048, f"creating daemon: {sm.get('rss_growth_bytes_per_parked_creator')} B/handle")
+    tr = _get(s, "tr") or {}
+    r = tr.get("synced_64_over_synced_1")
+    add("I4 group commit lifts synced transitions/s with concurrency (64 vs 1 clients)", r, "> 1.0",
+        None if r is None else r > 1.0,
+        f"synced 1: {_get(tr, 'synced_1', 'median')}/s, 64: {_get(tr, 'synced_64', 'median')}/s; "
+        f"synced/no-sync at 64: {tr.get('synced_over_no_sync_64')}")
+    return out
+
+
+def _fmt(summary: dict[str, Any] | None) -> tuple[str, str]:
+    if not summary:
+        return "–", "–"
+    return f"{summary['median']:g}", f"{summary['min']:g}–{summary['max']:g}"
+
+
+def render(results: dict[str, Any], path: Path) -> str:
+    s = {k: v for k, v in results["scenarios"].items() if "error" not in v}
+    failed = {k: v["error"] for k, v in results["scenarios"].items() if "error" in v}
+    m = results["machine"]
+    rows: list[tuple[str, str, dict[str, Any] | None, str]] = []
+
+    def row(scenario: str, what: str, summary: dict[str, Any] | None, unit: str) -> None:
+        rows.append((scenario, what, summary, unit))
+
+    row("1 cycle, sequential", "daemon, synced, TCP (grpc.aio client)", _get(s, "s1", "tcp", "latency_ms"), "ms")
+    row("1 cycle, sequential", "daemon, synced, unix socket", _get(s, "s1", "unix", "latency_ms"), "ms")
+    row("1 cycle, sequential", "daemon, synced, TCP, shipped sync Python client",
+        _get(s, "s1", "python_client_tcp", "latency_ms"), "ms")
+    row("2 cycle, 16 clients", "daemon, synced, TCP, 16 asyncio tasks", _get(s, "s2", "cycles_per_s"), "cycles/s")
+    row("3 in-process peer", "reference toolnexus AgentRuntime (memory)",
+        _get(s, "s3", "reference_toolnexus", "latency_ms"), "ms")
+    row("3 in-process peer", "LangGraph + SqliteSaver (file, WAL, synchronous=FULL)",
+        _get(s, "s3", "langgraph_sqlite", "latency_ms"), "ms")
+    row("3 in-process peer", "LangGraph + InMemorySaver", _get(s, "s3", "langgraph_memory", "latency_ms"), "ms")
+    for t in ("tcp", "unix"):
+        row("4 floor", f"grpc.aio echo, unary ({t})", _get(s, "s4", "echo", t, "unary_ms"), "ms")
+        row("4 floor", f"grpc.aio echo, stream round trip ({t})", _get(s, "s4", "echo", t, "stream_roundtrip_ms"),
+            "ms")
+        row("4 floor", f"daemon Snapshot ({t})", _get(s, "s4", f"snapshot_{t}_ms"), "ms")
+    row("4 floor", "one synced LMDB commit (3 puts)", _get(s, "s4", "lmdb", "synced_commit_ms"), "ms")
+    for level, res in (_get(s, "s5", "daemon") or {}).items():
+        row("5 scale", f"daemon cycle, {int(level):,} parked (synced, after restart)", res.get("latency_ms"), "ms")
+    for level, res in (_get(s, "s5", "reference") or {}).items():
+        row("5 scale", f"reference cycle, {int(level):,} parked (memory)", res.get("latency_ms"), "ms")
+    row("6 slow model", f"{_get(s, 's6', 'handles')} handles, 50 ms model, gate "
+        f"{_get(s, 's6', 'max_concurrent_turns')}", _get(s, "s6", "turns_per_s"), "turns/s")
+    row("6 slow model", "the same on a --no-sync daemon (diagnostic)", _get(s, "s6", "no_sync", "turns_per_s"),
+        "turns/s")
+    tr = _get(s, "tr") or {}
+    for mode in ("synced", "no_sync"):
+        for c in (1, 8, 64):
+            row("I4 transitions", f"{mode.replace('_', '-')}, {c} client(s)", tr.get(f"{mode}_{c}"), "transitions/s")
+
+    lines = [f"Run `{path.name}` ({results['profile']['name']} profile, {results.get('elapsed_s')} s): "
+             f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, load average at start "
+             f"{m['loadavg_at_start']}, daemon tree `{m['git']}`.",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".",
+             "",
+             f"Medians over {results['profile']['reps']} repetitions (each the median of its cycles, or a rate), "
+             "after warm-up; min–max across repetitions.",
+             "",
+             "| scenario | what | median | min–max | unit |", "|---|---|---:|---:|---|"]
+    for scenario, what, summary, unit in rows:
+        if summary is None:
+            continue
+        med, rng = _fmt(summary)
+        lines.append(f"| {scenario} | {what} | {med} | {rng} | {unit} |")
+    extra = _extras(s) + [f"- Scenario {k} FAILED in this run: `{v[:300]}`" for k, v in failed.items()]
+    if extra:
+        lines += ["", *extra]
+    lines += ["", "| goal | measured | bar | verdict | detail |", "|---|---:|---|---|---|"]
+    for g in results.get("goals") or []:
+        lines.append(f"| {g['goal']} | {g['value'] if g['value'] is not None else '–'} | {g['bar']} | "
+                     f"**{g['status']}** | {g['detail']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _extras(s: dict[str, Any]) -> list[str]:
+    out = []
+    an = _get(s, "s4", "anatomy")
+    if an:
+        out.append(f"- Cycle anatomy (measured): {an['unary_rpcs_per_cycle']} unary RPCs, "
+                   f"{an['worker_roundtrips_per_cycle']} worker round trips, {an['write_txns_per_cycle']} LMDB write "
+                   f"transactions (by verb: {an.get('write_txns_by_phase', 'n/a')}), "
+                   f"{an['transitions_per_cycle']} transitions. Per-phase medians over TCP (ms): "
+                   + ", ".join(f"{k} {v}" for k, v in (_get(s, "s1", "tcp", "phases_ms") or {}).items()) + ".")
+    d = _get(s, "s5", "daemon") or {}
+    for level, res in d.items():
+        out.append(f"- Scale, {int(level):,} parked: restart to SERVING {res['restart_to_serving_s']} s; RSS after "
+                   f"restart {res['rss_after_restart_mib']} MiB, after the cycles {res['rss_after_cycles_mib']} MiB, "
+                   f"of the daemon that parked them {res['creator_rss_mib']} MiB; Resume (resume→done) "
+                   f"{res['phases_ms']['resume_done']} ms; store {res['store_size_bytes']:,} B; parked at "
+                   f"{res['creation_per_s']}/s with 64 clients on a --no-sync daemon.")
+    sm = _get(s, "s5", "summary")
+    if sm:
+        out.append(f"- LMDB bytes per parked handle: {sm['lmdb_bytes_per_parked']}; RSS growth per parked handle: "
+                   f"{sm['rss_growth_bytes_per_parked_after_restart']} B (restarted daemon), "
+                   f"{sm['rss_growth_bytes_per_parked_creator']} B (the daemon that parked them).")
+    s6 = _get(s, "s6")
+    if s6:
+        out.append(f"- Slow model: {s6['turns_per_round']} turns per round, fraction of ideal "
+                   f"{s6['fraction_of_ideal']}, daemon peak RSS {s6['daemon_peak_rss_mib']} MiB.")
+    tr = _get(s, "tr")
+    if tr:
+        out.append(f"- Transitions: synced/no-sync at 64 clients = {tr['synced_over_no_sync_64']}; synced 64 vs 1 "
+                   f"client = {tr['synced_64_over_synced_1']}×.")
+    return out
+
+
+def write_readme(table: str, quick: bool) -> None:
+    """Replace the text between this profile's markers in bench/README.md."""
+    tag = "quick" if quick else "full"
+    start, end = f"<!-- results:{tag}:start -->", f"<!-- results:{tag}:end -->"
+    text = README.read_text() if README.exists() else ""
+    block = f"{start}\n{table}{end}"
+    if start in text and end in text:
+        text = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+    else:
+        text += f"\n{block}\n"
+    README.write_text(text)

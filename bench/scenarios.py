@@ -1,0 +1,462 @@
+"""Scenarios 1–4 and 6 of issue 7 and the transition-rate figures of issue 4.
+
+Each function takes a ``Profile`` (how many warm-up cycles, repetitions and
+operations per repetition) and returns a JSON-able dict. A latency figure is
+the median over repetitions of each repetition's median; a throughput figure
+is the median over repetitions of (operations / elapsed seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+from grpc import aio
+
+from toolnexus_client._gen import runtime_pb2 as pb
+
+from . import peers
+from .common import (
+    Sampler,
+    ServerProcess,
+    daemon,
+    log,
+    mib,
+    rss,
+    summary,
+    tcp_target,
+    unix_target,
+)
+from .tnx_aio import Daemon, registry, run_concurrent
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    warmup: int          # cycles before measuring (each scenario, each transport)
+    reps: int            # repetitions (>= 3)
+    cycles: int          # sequential cycles per repetition
+    peer_cycles: int     # in-process peer cycles per repetition
+    concurrent_cycles: int  # cycles per repetition with 16 clients
+    floor_calls: int     # echo calls / LMDB commits / Snapshots per repetition
+    transition_secs: float  # target seconds per transitions/s repetition
+    scale_levels: tuple[int, ...]
+    scale_cycles: int
+    slow_handles: int
+    slow_rounds: int
+
+
+QUICK = Profile("quick", warmup=5, reps=3, cycles=20, peer_cycles=40, concurrent_cycles=64, floor_calls=200,
+                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=15, slow_handles=200, slow_rounds=3)
+FULL = Profile("full", warmup=20, reps=5, cycles=60, peer_cycles=200, concurrent_cycles=320, floor_calls=1000,
+               transition_secs=4.0, scale_levels=(10, 10_000, 100_000), scale_cycles=30, slow_handles=1000,
+               slow_rounds=3)
+
+
+def _rep_median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+async def _daemon_cycles(d: Daemon, prof: Profile, reps: int | None = None,
+                         cycles: int | None = None) -> dict[str, Any]:
+    """Warm-up, then ``reps`` × ``cycles`` sequential cycles: latency and per-phase medians (ms)."""
+    for _ in range(prof.warmup):
+        await d.cycle()
+    rep_medians: list[float] = []
+    phases: dict[str, list[float]] = {}
+    for _ in range(reps or prof.reps):
+        lat: list[float] = []
+        rep_phases: dict[str, list[float]] = {}
+        for _ in range(cycles or prof.cycles):
+            t0 = time.perf_counter()
+            await d.cycle(rep_phases)
+            lat.append(time.perf_counter() - t0)
+        rep_medians.append(_rep_median(lat))
+        for k, v in rep_phases.items():
+            phases.setdefault(k, []).append(_rep_median(v))
+    return {"latency_ms": summary(rep_medians, 1e3),
+            "phases_ms": {k: summary(v, 1e3)["median"] for k, v in phases.items()}}
+
+
+# ----------------------------------------------------------------------------- scenario 1
+
+
+def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
+    """Cycle, one client, sequential, synced LMDB: over TCP and over a unix socket."""
+    out: dict[str, Any] = {}
+    with daemon(base, name="s1") as proc:
+        for transport, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc))):
+            async def run(target: str = target) -> dict[str, Any]:
+                d = await Daemon.connect(target)
+                try:
+                    return await _daemon_cycles(d, prof)
+                finally:
+                    await d.close()
+
+            out[transport] = asyncio.run(run())
+            log(f"s1 {transport}: {out[transport]['latency_ms']}")
+        out["python_client_tcp"] = _sync_client_cycles(tcp_target(proc), prof)
+        log(f"s1 python client: {out['python_client_tcp']['latency_ms']}")
+        out["daemon_rss_mib"] = mib(rss(proc.proc.pid))
+    return out
+
+
+def _sync_client_cycles(target: str, prof: Profile) -> dict[str, Any]:
+    """The same cycle through the shipped blocking client (toolnexus_client), as an app would write it."""
+    from toolnexus_client import Runtime, Tool, ToolResult, agent
+    from toolnexus_client import registry as client_registry
+
+    def secret_action(args: dict[str, Any], ctx: Any) -> Any:
+        if ctx.answer is None:
+            return ToolResult.suspend(id=f"approve:{ctx.handle}", kind="approval", prompt="approve?")
+        return "action performed"
+
+    def transport(request: dict[str, Any]) -> dict[str, Any]:
+        body = request["body"]
+        return {"status": 200, "body": {"choices": [{"index": 0, "message": peers.mock_model(
+            body.get("messages") or [], bool(body.get("tools")))}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}}
+
+    reg = client_registry(agent("operator", does="acts", uses={"tools": [Tool("secret_action",
+                                                                               execute=secret_action)]}))
+
+    def cycle(rt: Runtime) -> None:
+        h = rt.spawn(rt.root, "operator")
+        rt.wake(h, peers.PROMPT)
+        r = rt.wait(h, timeout=60)
+        assert r.status == "pending" and r.pending is not None, r
+        out = rt.resume({"id": r.pending.id, "ok": True})
+        assert out.result is not None and out.result.text == "action performed", out
+
+    with Runtime.new(target=target, registry=reg, transport=transport) as rt:
+        for _ in range(prof.warmup):
+            cycle(rt)
+        reps = []
+        for _ in range(prof.reps):
+            lat = []
+            for _ in range(prof.cycles):
+                t0 = time.perf_counter()
+                cycle(rt)
+                lat.append(time.perf_counter() - t0)
+            reps.append(_rep_median(lat))
+    return {"latency_ms": summary(reps, 1e3)}
+
+
+# ----------------------------------------------------------------------------- scenario 2
+
+
+async def _throughput(target: str, clients: int, per_rep: int, prof: Profile,
+                      reps: int | None = None) -> dict[str, Any]:
+    """``clients`` asyncio tasks on one channel and one worker stream, cycling; cycles/s per rep."""
+    d = await Daemon.connect(target)
+    try:
+        await run_concurrent(clients, max(prof.warmup, clients), lambda i: d.cycle())
+        rates = []
+        for _ in range(reps or prof.reps):
+            elapsed = await run_concurrent(clients, per_rep, lambda i: d.cycle())
+            rates.append(per_rep / elapsed)
+        return {"cycles_per_s": summary(rates, 1.0, 1)}
+    finally:
+        await d.close()
+
+
+def scenario2(base: Path, prof: Profile) -> dict[str, Any]:
+    """Cycle, 16 concurrent clients (asyncio tasks in one client process), synced, TCP."""
+    with daemon(base, name="s2") as proc:
+        with Sampler(proc.proc.pid) as sampler:
+            res = asyncio.run(_throughput(tcp_target(proc), 16, prof.concurrent_cycles, prof))
+        res["clients"] = "16 asyncio tasks in one client process, one channel, one worker stream"
+        res["daemon_peak_rss_mib"] = mib(sampler.peak)
+    log(f"s2: {res['cycles_per_s']}")
+    return res
+
+
+# ----------------------------------------------------------------------------- scenario 3
+
+
+def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
+    """The same cycle in-process: reference toolnexus, LangGraph + SqliteSaver (file), LangGraph + memory."""
+    out: dict[str, Any] = {}
+
+    async def ref_run() -> list[float]:
+        ref = peers.Reference()
+        await peers.reference_cycles(prof.warmup * 4, ref)
+        return [_rep_median(await peers.reference_cycles(prof.peer_cycles, ref)) for _ in range(prof.reps)]
+
+    reps = asyncio.run(ref_run())
+    out["reference_toolnexus"] = {"latency_ms": summary(reps, 1e3), "durable": False}
+    for name, path in (("langgraph_sqlite", base / "langgraph.sqlite"), ("langgraph_memory", None)):
+        lg = peers.LangGraph(path)
+        try:
+            peers.langgraph_cycles(prof.warmup * 2, lg)
+            reps = [_rep_median(peers.langgraph_cycles(prof.peer_cycles, lg)) for _ in range(prof.reps)]
+            out[name] = {"latency_ms": summary(reps, 1e3), "durable": path is not None,
+                         "sqlite": lg.pragmas(), "durability_mode": "default (async)"}
+        finally:
+            lg.close()
+    for v in out.values():
+        v["cycles_per_s"] = round(1e3 / v["latency_ms"]["median"], 1)
+    log("s3: " + ", ".join(f"{k} {v['latency_ms']['median']} ms" for k, v in out.items()))
+    return out
+
+
+# ----------------------------------------------------------------------------- scenario 4
+
+
+async def _echo_latencies(target: str, prof: Profile) -> dict[str, Any]:
+    channel = aio.insecure_channel(target)
+    unary = channel.unary_unary("/bench.Echo/Unary")
+    payload = os.urandom(200)
+    try:
+        for _ in range(50):
+            await unary(payload, timeout=10)
+        unary_reps = []
+        for _ in range(prof.reps):
+            lat = []
+            for _ in range(prof.floor_calls):
+                t0 = time.perf_counter()
+                await unary(payload, timeout=10)
+                lat.append(time.perf_counter() - t0)
+            unary_reps.append(_rep_median(lat))
+        stream_call = channel.stream_stream("/bench.Echo/Stream")()
+        for _ in range(50):
+            await stream_call.write(payload)
+            await stream_call.read()
+        stream_reps = []
+        for _ in range(prof.reps):
+            lat = []
+            for _ in range(prof.floor_calls):
+                t0 = time.perf_counter()
+                await stream_call.write(payload)
+                await stream_call.read()
+                lat.append(time.perf_counter() - t0)
+            stream_reps.append(_rep_median(lat))
+        await stream_call.done_writing()
+        return {"unary_ms": summary(unary_reps, 1e3, 4), "stream_roundtrip_ms": summary(stream_reps, 1e3, 4)}
+    finally:
+        await channel.close()
+
+
+def lmdb_commit_floor(base: Path, prof: Profile) -> dict[str, Any]:
+    """One synced LMDB write txn (three ~500-byte puts in three tables), the daemon's env settings."""
+    env = lmdb.open(str(base / "lmdb-floor"), map_size=1 << 30, max_dbs=8, sync=True, subdir=True)
+    dbs = [env.open_db(name) for name in (b"handles", b"checkpoints", b"events")]
+    value = os.urandom(500)
+    counter = 0
+    reps = []
+    try:
+        for rep in range(prof.reps + 1):
+            lat = []
+            for _ in range(prof.floor_calls // 2):
+                counter += 1
+                key = b"k%08d" % counter
+                t0 = time.perf_counter()
+                with env.begin(write=True) as txn:
+                    for db in dbs:
+                        txn.put(key, value, db=db)
+                lat.append(time.perf_counter() - t0)
+            if rep:  # the first repetition warms the map
+                reps.append(_rep_median(lat))
+    finally:
+        env.close()
+    return {"synced_commit_ms": summary(reps, 1e3, 4)}
+
+
+def _txn_id(data_dir: Path) -> int:
+    env = lmdb.open(str(data_dir), readonly=True, lock=True, max_dbs=32, subdir=True)
+    try:
+        return int(env.info()["last_txnid"])
+    finally:
+        env.close()
+
+
+async def _cycle_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, Any]:
+    """Write transactions, worker round trips and transition events per cycle (averaged over ``n``)."""
+    await d.cycle()
+    assert d.worker is not None
+    calls0 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    tx0 = _txn_id(data_dir)
+    handles = [await d.cycle() for _ in range(n)]
+    tx1 = _txn_id(data_dir)
+    calls1 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    # which verb pays for which commit: one more cycle, txn id read between its RPCs
+    marks = [_txn_id(data_dir)]
+    h = await d.spawn()
+    marks.append(_txn_id(data_dir))
+    await d.wake(h)
+    marks.append(_txn_id(data_dir))
+    r = await d.wait(h)
+    marks.append(_txn_id(data_dir))
+    await d.resume(r.pending.id)
+    marks.append(_txn_id(data_dir))
+    per_phase = {name: marks[i + 1] - marks[i] for i, name in enumerate(("spawn", "wake", "wait_pending",
+                                                                          "resume_done"))}
+    return {"write_txns_per_cycle": round((tx1 - tx0) / n, 2),
+            "write_txns_by_phase": per_phase,
+            "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
+            "unary_rpcs_per_cycle": 4,
+            "transitions_per_cycle": await count_transitions(d, handles[-1])}
+
+
+async def count_transitions(d: Daemon, handle: str) -> int:
+    """The number of ``transition`` events of ``handle`` (read with Watch from seq 0)."""
+    call = d.stub.Watch(pb.WatchRequest(runtime_id=d.runtime_id, after_seq=0, types=["transition"],
+                                        handle=handle))
+    count = 0
+    try:
+        while True:
+            ev = await asyncio.wait_for(call.read(), 5)
+            if ev is aio.EOF:
+                break
+            if ev.type == "transition":
+                count += 1
+                if ev.from_state == "running" and ev.to_state == "idle":
+                    break
+    except TimeoutError:
+        pass
+    finally:
+        call.cancel()
+    return count
+
+
+async def _snapshot_latencies(d: Daemon, handle: str, prof: Profile) -> dict[str, Any]:
+    for _ in range(50):
+        await d.snapshot(handle)
+    reps = []
+    for _ in range(prof.reps):
+        lat = []
+        for _ in range(prof.floor_calls):
+            t0 = time.perf_counter()
+            await d.snapshot(handle)
+            lat.append(time.perf_counter() - t0)
+        reps.append(_rep_median(lat))
+    return summary(reps, 1e3, 4)
+
+
+def scenario4(base: Path, prof: Profile, s1: dict[str, Any] | None) -> dict[str, Any]:
+    """The floor: echo on the same transports, one synced LMDB commit, Snapshot/echo, cycle vs its parts."""
+    out: dict[str, Any] = {"lmdb": lmdb_commit_floor(base, prof)}
+    sock = base / "echo.sock"
+    with ServerProcess("bench.echo_server", "--listen", "127.0.0.1:0", "--listen", f"unix:{sock}") as echo:
+        out["echo"] = {"tcp": asyncio.run(_echo_latencies(echo.addresses[0], prof)),
+                       "unix": asyncio.run(_echo_latencies(echo.addresses[1], prof))}
+    with daemon(base, name="s4") as proc:
+        async def run() -> dict[str, Any]:
+            res: dict[str, Any] = {}
+            for transport, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc))):
+                d = await Daemon.connect(target)
+                try:
+                    if transport == "tcp":
+                        res["anatomy"] = await _cycle_anatomy(d, proc.data_dir)
+                    handle = await d.cycle()
+                    res[f"snapshot_{transport}_ms"] = await _snapshot_latencies(d, handle, prof)
+                finally:
+                    await d.close()
+            return res
+
+        out.update(asyncio.run(run()))
+    anatomy = out["anatomy"]
+    commit = out["lmdb"]["synced_commit_ms"]["median"]
+    for transport in ("tcp", "unix"):
+        echo = out["echo"][transport]
+        out[f"snapshot_over_echo_{transport}"] = round(out[f"snapshot_{transport}_ms"]["median"]
+                                                       / echo["unary_ms"]["median"], 2)
+        parts = (anatomy["unary_rpcs_per_cycle"] * echo["unary_ms"]["median"]
+                 + anatomy["worker_roundtrips_per_cycle"] * echo["stream_roundtrip_ms"]["median"]
+                 + anatomy["write_txns_per_cycle"] * commit)
+        out[f"sum_of_parts_{transport}_ms"] = round(parts, 3)
+        if s1 is not None:
+            out[f"cycle_over_parts_{transport}"] = round(s1[transport]["latency_ms"]["median"] / parts, 2)
+    log(f"s4: snapshot/echo tcp {out['snapshot_over_echo_tcp']}, parts tcp {out['sum_of_parts_tcp_ms']} ms, "
+        f"anatomy {anatomy}")
+    return out
+
+
+# ----------------------------------------------------------------------------- scenario 6
+
+
+def scenario6(base: Path, prof: Profile, max_concurrent_turns: int = 8, sync: bool = True) -> dict[str, Any]:
+    """N concurrent handles vs a 50 ms HTTP model: turns/s against max_concurrent_turns / 0.05 s."""
+    args = () if sync else ("--no-sync",)
+    with ServerProcess("bench.slow_model", "--delay-ms", "50") as model, \
+            daemon(base, *args, name=f"s6-{'sync' if sync else 'nosync'}") as proc:
+        sampler = Sampler(proc.proc.pid)
+        llm = pb.LlmConfig(style="openai", base_url=model.addresses[0] + "/v1", model="slow")
+
+        async def run() -> dict[str, Any]:
+            d = await Daemon.connect(tcp_target(proc), llm=llm, agents=registry(with_tool=False), worker=False,
+                                     options=pb.RuntimeOptions(max_concurrent_turns=max_concurrent_turns))
+            try:
+                handles: list[str] = []
+                await run_concurrent(32, prof.slow_handles, lambda i: _append(handles, d.spawn()))
+                rates, turns_seen = [], []
+                for _ in range(prof.slow_rounds):
+                    async def one(h: str) -> int:
+                        await d.wake(h, "say ok")
+                        r = await d.wait(h)
+                        if r.status != "done":
+                            raise RuntimeError(f"slow model: {r.status} {r.text}")
+                        return 1
+
+                    t0 = time.perf_counter()
+                    done = await asyncio.gather(*(one(h) for h in handles))
+                    elapsed = time.perf_counter() - t0
+                    rates.append(sum(done) / elapsed)
+                    turns_seen.append(sum(done))
+                return {"turns_per_s": summary(rates, 1.0, 1), "turns_per_round": turns_seen[0]}
+            finally:
+                await d.close()
+
+        with sampler:
+            res = asyncio.run(run())
+        res["handles"] = prof.slow_handles
+        res["max_concurrent_turns"] = max_concurrent_turns
+        res["ideal_turns_per_s"] = round(max_concurrent_turns / 0.05, 1)
+        res["fraction_of_ideal"] = round(res["turns_per_s"]["median"] / res["ideal_turns_per_s"], 3)
+        res["daemon_peak_rss_mib"] = mib(sampler.peak)
+        res["daemon_rss_after_mib"] = mib(rss(proc.proc.pid))
+        res["synced"] = sync
+    log(f"s6 (gate {max_concurrent_turns}, synced={sync}): {res['turns_per_s']} of ideal {res['ideal_turns_per_s']}, "
+        f"peak RSS {res['daemon_peak_rss_mib']} MiB")
+    return res
+
+
+async def _append(out: list[str], coro: Any) -> None:
+    out.append(await coro)
+
+
+# ----------------------------------------------------------------------------- issue 4: transitions/s
+
+
+def transitions(base: Path, prof: Profile, per_cycle: int) -> dict[str, Any]:
+    """Transitions/s with 1, 8 and 64 concurrent clients, synced and --no-sync (cycles/s × per cycle)."""
+    out: dict[str, Any] = {"transitions_per_cycle": per_cycle}
+    for mode, args in (("synced", ()), ("no_sync", ("--no-sync",))):
+        with daemon(base, *args, name=f"tr-{mode}", unix=False) as proc:
+            for clients in (1, 8, 64):
+                async def run(clients: int = clients) -> dict[str, Any]:
+                    # size each repetition to about transition_secs with a short probe
+                    probe = await _throughput(tcp_target(proc), clients, max(clients, 8), prof, reps=1)
+                    rate = probe["cycles_per_s"]["median"]
+                    per_rep = max(clients, int(rate * prof.transition_secs))
+                    return await _throughput(tcp_target(proc), clients, per_rep, prof)
+
+                res = asyncio.run(run())
+                rates = res["cycles_per_s"]
+                out[f"{mode}_{clients}"] = {k: (round(v * per_cycle, 1) if k != "n" else v)
+                                            for k, v in rates.items()}
+                log(f"transitions {mode} x{clients}: {out[f'{mode}_{clients}']}")
+    out["synced_over_no_sync_64"] = round(out["synced_64"]["median"] / out["no_sync_64"]["median"], 3)
+    out["synced_64_over_synced_1"] = round(out["synced_64"]["median"] / out["synced_1"]["median"], 2)
+    return out
+
+
+def thread_count() -> int:
+    return threading.active_count()
