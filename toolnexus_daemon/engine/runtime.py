@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..clock import Clock, rfc3339
-from ..errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange, ResourceExhausted, StoreError
+from ..errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange, ResourceExhausted
 from ..events import EventBus
 from ..llm.base import ModelTransport
 from ..model import (
@@ -43,6 +43,7 @@ from . import task as task_mod
 from .cache import HandleCache
 from .change import Change
 from .checkpoint import Call, Checkpoint
+from .committer import Committer
 from .handle import Handle, children_log, storable_id
 from .resume import ResumeOutcome
 from .watch import watch as watch_events
@@ -77,11 +78,9 @@ class Runtime:
         self._recovering: list[Handle] = []
         self.bus = EventBus()
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
-        self._lock = asyncio.Lock()
-        self._next_seq = deps.store.last_seq(runtime_id) + 1
+        next_seq = deps.store.last_seq(runtime_id) + 1
         first = deps.store.events(runtime_id, 0, 1)
-        # the oldest seq still stored (event retention drops older ones)
-        self.first_seq = first[0].seq if first else self._next_seq
+        self._committer = Committer(self, next_seq, first[0].seq if first else next_seq)
         self._tasks: set[asyncio.Task[None]] = set()
         self._resume_lock = asyncio.Lock()
         self._escalations: dict[str, asyncio.Lock] = {}
@@ -123,47 +122,24 @@ class Runtime:
     # ------------------------------------------------------------------ commit
 
     async def commit(self, change: Change) -> None:
-        """Commit ``change`` atomically; shielded so a cancelled turn cannot tear it."""
-        await asyncio.shield(self._commit(change))
+        """Commit ``change`` atomically, in order with every other change of this runtime."""
+        await self._committer.commit(change)
 
-    async def _commit(self, change: Change) -> None:
-        async with self._lock:
-            now = rfc3339(self.deps.clock.now())
-            events = [Event(seq=self._next_seq + i, runtime_id=self.id, handle=e.handle, type=e.type,
-                            note=e.note, at=now, from_state=e.from_state, to_state=e.to_state,
-                            pending=e.pending, result=e.result, data=e.data)
-                      for i, e in enumerate(change.events)]
-            batch = self._batch(change, events)
-            keep_from = self._retained_from(len(events))
-            if keep_from > self.first_seq:
-                batch.drop_events.append((self.id, keep_from))
-            try:
-                await self.deps.store.commit(batch)
-            except StoreError:
-                self._restore(change)
-                raise
-            self._next_seq += len(events)
-            self.first_seq = max(self.first_seq, keep_from)
-            self.bus.publish(events)
-            if self.deps.observer is not None:
-                self.deps.observer(self, events)
-
-    def _batch(self, change: Change, events: list[Event]) -> Batch:
+    def fill_batch(self, batch: Batch, change: Change) -> None:
+        """Add ``change``'s records to ``batch``; handles and checkpoints are serialised now."""
         rid = self.id
-        batch = Batch(events=events)
         if change.runtime:
             batch.runtimes[rid] = self.record()
         for hid, h in change.handles.items():
             batch.handles[(rid, hid)] = h.to_json()
-        batch.messages = [(rid, hid, idx, msg) for hid, idx, msg in change.messages]
-        batch.truncate = [(rid, hid, idx) for hid, idx in change.truncate]
+        batch.messages += [(rid, hid, idx, msg) for hid, idx, msg in change.messages]
+        batch.truncate += [(rid, hid, idx) for hid, idx in change.truncate]
         for hid, cp in change.checkpoints.items():
             batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
         for req_id, entry in change.requests.items():
             batch.requests[(rid, req_id)] = entry
-        return batch
 
-    def _restore(self, change: Change) -> None:
+    def restore(self, change: Change) -> None:
         """After a failed commit, the store is the truth: reload what the change touched, in place
         (whoever holds a handle keeps holding the one the cache hands out)."""
         for hid, h in change.handles.items():
@@ -173,10 +149,10 @@ class Runtime:
                 continue
             h.restore_from(self._read_handle(rec))
 
-    def _retained_from(self, adding: int) -> int:
-        """The first seq to keep once ``adding`` more events are stored (retention 0 = keep all)."""
-        retention = self.options.event_retention
-        return self._next_seq + adding - retention if retention > 0 else 0
+    @property
+    def first_seq(self) -> int:
+        """The oldest seq still stored (event retention drops older ones)."""
+        return self._committer.first_seq
 
     def check_retained(self, after_seq: int) -> None:
         """OUT_OF_RANGE when events after ``after_seq`` were already dropped by retention."""
@@ -186,7 +162,7 @@ class Runtime:
                              f"watch with after_seq >= {self.first_seq - 1}")
 
     def last_seq(self) -> int:
-        return self._next_seq - 1
+        return self._committer.next_seq - 1
 
     # ------------------------------------------------------------------ lookups
 

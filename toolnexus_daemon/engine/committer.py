@@ -1,0 +1,121 @@
+"""The commits of one runtime: in order, gapless seqs, grouped while the disk is busy (DESIGN §5).
+
+Every state change, its checkpoint and its events land in one store
+transaction, and events are numbered and published in commit order. Changes
+that arrive while a commit is being synced queue up and go down together as
+the next transaction — one fsync for all of them — so concurrent handles of
+one runtime do not wait for each other's disk round trips. Each caller still
+returns only once its own change is durable. A group the store refuses is
+retried change by change, so one bad change fails alone and the seqs stay
+gapless; a change that truncates a transcript starts a group of its own, so
+it is never applied before messages an earlier change appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..clock import rfc3339
+from ..errors import StoreError
+from ..model import Event
+from ..store.base import Batch
+from .change import Change, EventSpec
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+# the most changes one transaction carries
+MAX_GROUP = 256
+
+
+@dataclass
+class _Queued:
+    change: Change
+    done: asyncio.Future[None]
+
+
+class Committer:
+    """Owns the event sequence of a runtime and the order its changes reach the store."""
+
+    def __init__(self, rt: Runtime, next_seq: int, first_seq: int) -> None:
+        self._rt = rt
+        self.next_seq = next_seq
+        # the oldest seq still stored (event retention drops older ones)
+        self.first_seq = first_seq
+        self._queue: list[_Queued] = []
+        self._drain: asyncio.Task[None] | None = None
+
+    async def commit(self, change: Change) -> None:
+        """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
+        item = _Queued(change, asyncio.get_running_loop().create_future())
+        self._queue.append(item)
+        if self._drain is None or self._drain.done():
+            self._drain = asyncio.create_task(self._run(), name=f"commits {self._rt.id}")
+        await asyncio.shield(item.done)
+
+    async def _run(self) -> None:
+        while self._queue:
+            group = self._take_group()
+            try:
+                await self._write(group)
+            except StoreError:
+                for item in group:  # one by one: only the offending change fails
+                    await self._write_alone(item)
+            except Exception as exc:  # a bug: never leave a caller waiting forever
+                for item in group:
+                    self._fail(item, exc)
+
+    def _take_group(self) -> list[_Queued]:
+        group = [self._queue.pop(0)]
+        while self._queue and len(group) < MAX_GROUP and not self._queue[0].change.truncate:
+            group.append(self._queue.pop(0))
+        return group
+
+    async def _write_alone(self, item: _Queued) -> None:
+        try:
+            await self._write([item])
+        except StoreError as exc:
+            self._fail(item, exc)
+
+    def _fail(self, item: _Queued, exc: Exception) -> None:
+        self._rt.restore(item.change)
+        if not item.done.done():
+            item.done.set_exception(exc)
+
+    async def _write(self, group: list[_Queued]) -> None:
+        """One transaction for ``group``; events numbered, published and callers released in order."""
+        now = rfc3339(self._rt.deps.clock.now())
+        events = [self._event(self.next_seq + i, spec, now)
+                  for i, spec in enumerate(e for item in group for e in item.change.events)]
+        batch = Batch(events=events)
+        for item in group:
+            self._rt.fill_batch(batch, item.change)
+        keep_from = self._retained_from(len(events))
+        if keep_from > self.first_seq:
+            batch.drop_events.append((self._rt.id, keep_from))
+        await self._rt.deps.store.commit(batch)
+        self.next_seq += len(events)
+        self.first_seq = max(self.first_seq, keep_from)
+        self._publish(events)
+        for item in group:
+            if not item.done.done():
+                item.done.set_result(None)
+
+    def _event(self, seq: int, e: EventSpec, at: str) -> Event:
+        return Event(seq=seq, runtime_id=self._rt.id, handle=e.handle, type=e.type, note=e.note, at=at,
+                     from_state=e.from_state, to_state=e.to_state, pending=e.pending, result=e.result,
+                     data=e.data)
+
+    def _retained_from(self, adding: int) -> int:
+        """The first seq to keep once ``adding`` more events are stored (retention 0 = keep all)."""
+        retention = self._rt.options.event_retention
+        return self.next_seq + adding - retention if retention > 0 else 0
+
+    def _publish(self, events: list[Event]) -> None:
+        self._rt.bus.publish(events)
+        observer: Callable[[Runtime, list[Event]], None] | None = self._rt.deps.observer
+        if observer is not None:
+            observer(self._rt, events)
