@@ -330,3 +330,58 @@ def test_a_kill_9_in_the_middle_of_the_cascade(daemon: DaemonProcess, runtimes: 
     duplicate = again.resume({"id": pending.id, "ok": True})
     assert duplicate.duplicate and duplicate.handle == top
     assert duplicate.result is not None and duplicate.result.text == final.text
+
+
+def test_inbox_cap_and_closing_the_root(daemon: DaemonProcess, runtimes: list[Runtime]) -> None:
+    reg = registry(agent("boss", soul="boss", team=["counter"]), agent("counter", soul="counter"))
+    rt = Runtime.new(target=daemon.target, registry=reg, options={"inbox_cap": 2},
+                     transport=transport_for({}))
+    runtimes.append(rt)
+    boss = rt.spawn(rt.root, "boss")
+    child = rt.spawn(boss, "counter")
+    grandchild = rt.spawn(child, "counter")
+    rt.post(child, "one")
+    rt.post(child, "two")
+    with pytest.raises(Exception, match=f"inbox full: {child}"):
+        rt.post(child, "three")
+    rt.close(rt.root)
+    closed = [e.handle for e in _take(rt, 4, ["closed"])]
+    assert closed == [grandchild, child, boss, "root"], "leaf first, the root last"
+    with pytest.raises(Exception, match=f"inbox closed: {boss}"):
+        rt.post(boss, "late")
+
+
+def test_two_suspensions_in_one_message(daemon: DaemonProcess, runtimes: list[Runtime]) -> None:
+    runs: list[str] = []
+
+    def ask(args: Body, ctx: Context) -> ToolResult | str:
+        runs.append(f"ask{args['n']}:{'answered' if ctx.answer else 'fresh'}")
+        if ctx.answer is None:
+            return ToolResult.suspend(id=f"q{args['n']}", kind="input", prompt=f"value {args['n']}?")
+        return f"got {args['n']}={ctx.answer.data['value']}"
+
+    def plain(args: Body, ctx: Context) -> str:
+        runs.append("plain")
+        return "plain"
+
+    def two(body: Body) -> Body:
+        tools = _tools(body)
+        if tools:
+            return chat_response(content=" & ".join(tools))
+        return chat_response(tool_calls=[tool_call("ask", {"n": 1}, "c1"), tool_call("ask", {"n": 2}, "c2"),
+                                         tool_call("plain", {}, "c3")])
+
+    reg = registry(agent("two", soul="two", uses={"tools": [Tool("ask", execute=ask),
+                                                            Tool("plain", execute=plain)]}))
+    rt = Runtime.new(target=daemon.target, registry=reg, transport=transport_for({"two": two}))
+    runtimes.append(rt)
+    h = rt.spawn(rt.root, "two")
+    rt.wake(h, "go")
+    first = rt.wait(h, timeout=30)
+    assert first.pending is not None and first.pending.id == "q1", "the first in call order surfaces"
+    second = rt.resume({"id": "q1", "ok": True, "data": {"value": "A"}})
+    assert second.result is not None and second.result.pending is not None
+    assert second.result.pending.id == "q2"
+    final = rt.resume({"id": "q2", "ok": True, "data": {"value": "B"}})
+    assert final.result is not None and final.result.text == "got 1=A & got 2=B & plain"
+    assert runs.count("plain") == 1, "the completed call is not run again"
