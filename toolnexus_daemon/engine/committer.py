@@ -47,14 +47,26 @@ class Committer:
         self.first_seq = first_seq
         self._queue: list[_Queued] = []
         self._drain: asyncio.Task[None] | None = None
+        self._last: asyncio.Future[None] | None = None
 
     async def commit(self, change: Change) -> None:
         """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
         item = _Queued(change, asyncio.get_running_loop().create_future())
         self._queue.append(item)
+        self._last = item.done
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._run(), name=f"commits {self._rt.id}")
         await asyncio.shield(item.done)
+
+    async def barrier(self) -> None:
+        """Return once every change queued so far is durable (or refused).
+
+        Memory runs a little ahead of disk while a commit is in flight; a reader that
+        hands state to a client (Wait) or acts on the index (Resume) waits here first,
+        so nothing it reports can be lost by a crash or missing from the store."""
+        last = self._last
+        if last is not None and not last.done():
+            await asyncio.wait([last])
 
     async def _run(self) -> None:
         while self._queue:

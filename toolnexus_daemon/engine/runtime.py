@@ -220,9 +220,11 @@ class Runtime:
 
     async def wait(self, handle_id: str, timeout_ms: int = 0) -> TaskResult:
         h = self.handle(handle_id)
-        settled = settled_result(h)
-        if settled is not None:
-            return settled
+        if settled_result(h) is not None:
+            await self._committer.barrier()  # report only what is on disk
+            settled = settled_result(h)
+            if settled is not None:
+                return settled
         fut = self.waiter(h)
         try:
             if timeout_ms > 0:
@@ -242,6 +244,7 @@ class Runtime:
     async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False) -> ResumeOutcome:
         """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (DESIGN §4)."""
         async with self._resume_lock:
+            await self._committer.barrier()  # a suspension still being committed is found, not NOT_FOUND
             accepted, change = resume_mod.accept(self, answer, handle_id)
             top = accepted.chain[-1]
             fut = None if no_wait else self.waiter(top)

@@ -57,7 +57,7 @@ async def run_task(rt: Runtime, parent: Handle, call: Call) -> ToolResult:
         await rt.commit(Change().event(parent, EventType.REATTACH, notes.reattach(parent.id, child.id,
                                                                                    str(child.state)),
                                        data={"child": child.id, "task_key": key}))
-        result = await _outcome(rt, child)
+        result = await _outcome(rt, parent, child, prompt)
     else:
         try:
             child = await rt.spawn(parent.id, agent, task_key=key)
@@ -76,9 +76,12 @@ def _child_by_key(rt: Runtime, parent: Handle, key: str) -> Handle | None:
     return None
 
 
-async def _outcome(rt: Runtime, child: Handle) -> TaskResult:
+async def _outcome(rt: Runtime, parent: Handle, child: Handle, prompt: str) -> TaskResult:
     """A reattached child's result: recorded if settled, its pending if suspended, else wait."""
-    if child.state in (HandleState.IDLE, HandleState.CLOSED) and child.last_result is not None:
+    queued = any(q[0] == child.id for q in parent.wake_queue)
+    if child.state is HandleState.IDLE and child.last_result is None and not queued:
+        await rt.wake(child.id, prompt)  # spawned just before a crash, never woken: wake it now
+    elif child.state in (HandleState.IDLE, HandleState.CLOSED) and child.last_result is not None:
         return child.last_result
     if child.state is HandleState.SUSPENDED and child.last_result is not None:
         return child.last_result
