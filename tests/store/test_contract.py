@@ -153,6 +153,19 @@ async def test_events_after_seq_limit_and_last_seq(store: Store) -> None:
     assert [store.last_seq(r) for r in ("r0", "r1", "r10", "r2")] == [9, 300, 7, 0]
 
 
+async def test_drop_events_keeps_that_seq_and_later(store: Store) -> None:
+    """drop_events deletes one runtime's events below a seq (event retention), after the batch's puts."""
+    await store.commit(Batch(events=[event("r1", s) for s in range(1, 6)] + [event("r10", 1)]))
+    await store.commit(Batch(events=[event("r1", 6)], drop_events=[("r1", 4)]))
+
+    assert [e.seq for e in store.events("r1")] == [4, 5, 6]
+    assert store.last_seq("r1") == 6 and [e.seq for e in store.events("r10")] == [1]
+    await store.commit(Batch(drop_events=[("r1", 1), ("r2", 9)]))  # nothing below 1; r2 has none
+    assert [e.seq for e in store.events("r1")] == [4, 5, 6]
+    await store.commit(Batch(drop_events=[("r1", 100)]))
+    assert store.events("r1") == [] and [e.seq for e in store.events("r10")] == [1]
+
+
 async def test_failed_commit_keeps_nothing(store: Store) -> None:
     """A batch with one unencodable record fails whole; the store stays readable and writable."""
     await store.commit(Batch(runtimes={"r1": {"v": 1}}))

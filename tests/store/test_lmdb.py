@@ -6,7 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,10 +17,10 @@ from toolnexus_daemon.store import Batch, LmdbStore
 from toolnexus_daemon.store.codec import META_FORMAT_KEY, Table, pair_key
 
 from .samples import event, record, rich_event
+from .writelock import write_lock_held
 
 OPEN_IN_CHILD = """
 import sys
-import threading
 from toolnexus_daemon.store import LmdbStore
 try:
     store = LmdbStore(sys.argv[1])
@@ -140,15 +139,13 @@ def test_a_killed_holder_does_not_block_a_restart(data_dir: Path) -> None:
 
 async def test_cancelled_commit_waiting_for_the_writer_still_lands(opened: LmdbStore) -> None:
     """A commit queued behind a busy writer is not dropped when its caller is cancelled."""
-    writer_free = threading.Event()
-    opened._writer.submit(writer_free.wait)  # occupy the single writer thread (test-only reach inside)
-    queued = asyncio.create_task(opened.commit(Batch(runtimes={"r1": {"v": 1}})))
-    await asyncio.sleep(0)  # let the task hand its batch to the writer queue
-    queued.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await queued
+    with write_lock_held(opened):
+        queued = asyncio.create_task(opened.commit(Batch(runtimes={"r1": {"v": 1}})))
+        await asyncio.sleep(0)  # let the task hand its batch to the writer queue
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
 
-    writer_free.set()
     await opened.commit(Batch(runtimes={"r2": {}}))
     assert opened.get_runtime("r1") == {"v": 1}
 

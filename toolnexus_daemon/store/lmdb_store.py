@@ -1,19 +1,21 @@
 """The durable store: one LMDB environment per data directory (DESIGN §5).
 
 Owns the environment, its named tables (see ``codec`` for keys and the value
-envelope), the data-directory lock and the writer thread. Every ``commit`` is
-one LMDB write transaction run on a single worker thread, so the event loop
-never waits on fsync and commits land in call order. Reads are synchronous:
-each opens its own read transaction, which LMDB serves from the map without
-blocking the writer. LMDB errors are translated here, at the edge they cross:
-a full map or disk becomes ``StoreFull`` (the transaction is aborted, so
-nothing of the batch is kept), anything else ``StoreError``.
+envelope), the data-directory lock and the writer thread. Commits run on one
+writer thread (``lmdb_write.GroupWriter``), so the event loop never waits on
+fsync and commits land in call order; commits that queue up while a sync is
+under way share the next transaction and its one sync (group commit), and
+each caller is answered only once the transaction holding its batch is
+durable. Reads are synchronous: each opens its own read transaction, which
+LMDB serves from the map without blocking the writer. LMDB errors are
+translated here, at the edge they cross: a full map or disk becomes
+``StoreFull`` (the transaction is aborted, so nothing of the batch is kept),
+anything else ``StoreError``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -26,12 +28,22 @@ from . import codec, lmdb_write
 from .base import Batch, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .dirlock import DirLock
+from .lmdb_write import GroupWriter, WriterStats
+
+# group commit: at most this many batches share one transaction (bounds its size and its latency)
+MAX_GROUP = 128
+# after a group of several, a synced writer waits up to this long for as many again before it starts.
+# Measured (synced, concurrent committers, one VM): 8 of them ~2.3x and 64 ~3x the commits/s of one
+# transaction per commit; a lone committer unchanged (it never waits). A fixed, unconditional window
+# instead cut a lone committer to a fifth.
+GROUP_WINDOW_S = 0.001
 
 
 class LmdbStore:
     """The ``Store`` protocol over LMDB. Opening takes the directory's lock or raises ``StoreLocked``."""
 
-    def __init__(self, path: str | Path, *, map_size: int = 1 << 30, sync: bool = True) -> None:
+    def __init__(self, path: str | Path, *, map_size: int = 1 << 30, sync: bool = True,
+                 max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S) -> None:
         self._path = Path(path)
         try:
             self._path.mkdir(parents=True, exist_ok=True)
@@ -44,38 +56,49 @@ class LmdbStore:
             undo.callback(self._env.close)
             self._dbs, self._format = _open_tables(self._env, self._path)
             undo.pop_all()
-        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lmdb-commit")
+        # without fsync a transaction is cheap, and waiting for company would only add latency
+        self._writer = GroupWriter(self._env, self._dbs, self._write_error, max_group=max_group,
+                                   window=group_window if sync else 0.0)
         self._closed = False
 
     # ------------------------------------------------------------------ writes
 
     async def commit(self, batch: Batch) -> None:
-        """Apply ``batch`` in one write transaction on the writer thread.
+        """Apply ``batch`` atomically on the writer thread; return once it is committed (and synced).
 
-        The batch is encoded (and so snapshotted) on the calling thread. Once
-        called, the commit runs to completion even if the awaiting task is
-        cancelled, so a cancelled caller never leaves a commit half-decided.
+        The batch is encoded (and so snapshotted) and queued on the calling
+        thread, before the first await, which is what fixes its place in the
+        commit order. Once called, the commit runs to completion even if the
+        awaiting task is cancelled, so a cancelled caller never leaves a commit
+        half-decided.
         """
         if self._closed:
             raise StoreError(f"store {self._path} is closed")
         ops = lmdb_write.prepare(batch)
         if not ops:
             return
-        done = asyncio.wrap_future(self._writer.submit(self._write, ops))
+        done = asyncio.wrap_future(self._writer.submit(ops))
         done.add_done_callback(_retrieve_exception)
         await asyncio.shield(done)
 
-    def _write(self, ops: list[lmdb_write.Op]) -> None:
-        try:
-            with self._env.begin(write=True) as txn:
-                lmdb_write.apply(txn, self._dbs, ops)
-        except lmdb.MapFullError as exc:
-            raise StoreFull(f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
-                            f"restart toolnexus-daemon with a larger --map-size") from exc
-        except lmdb.DiskError as exc:
-            raise StoreFull(f"the disk holding {self._path} is full; free space and retry") from exc
-        except lmdb.Error as exc:
-            raise StoreError(f"store write to {self._path} failed: {exc}") from exc
+    def stats(self) -> WriterStats:
+        """Batches and write transactions so far: how well group commit is sharing syncs."""
+        return self._writer.stats()
+
+    def _write_error(self, exc: Exception) -> Exception:
+        """What a failed write transaction means to the committer (runs on the writer thread)."""
+        if isinstance(exc, lmdb.MapFullError):
+            error: Exception = StoreFull(
+                f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
+                f"restart toolnexus-daemon with a larger --map-size")
+        elif isinstance(exc, lmdb.DiskError):
+            error = StoreFull(f"the disk holding {self._path} is full; free space and retry")
+        elif isinstance(exc, StoreError):
+            return exc
+        else:
+            error = StoreError(f"store write to {self._path} failed: {exc}")
+        error.__cause__ = exc
+        return error
 
     # ------------------------------------------------------------------- reads
 
@@ -134,7 +157,7 @@ class LmdbStore:
         if self._closed:
             return
         self._closed = True
-        self._writer.shutdown(wait=True)
+        self._writer.close()
         self._env.close()
         self._lock.release()
 

@@ -1,0 +1,62 @@
+"""``make chaos``: the long fault-injection run — about 200 SIGKILLs — and its figures.
+
+The same harness as ``tests/faults`` (CI runs about ten kills); this one runs
+until the kills are done and prints kills survived, cycles completed,
+re-executions (tool and model calls that were in flight at a kill) and
+losses, which must be 0 (exit status 1 otherwise). The seed is printed;
+pass it back with ``--seed`` (or TOOLNEXUS_CHAOS_SEED) to replay a run's
+kill schedule. On a loss the work directory (LMDB copy per kill with
+``--keep-copies``, daemon.log, lanes.log, ledger.jsonl) is kept for autopsy.
+
+    .venv/bin/python scripts/chaos.py [--kills 200] [--seed N] [--work-dir DIR] [--keep-copies]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the harness lives in tests/faults
+
+from tests.faults.harness import ChaosConfig, run_chaos  # noqa: E402
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    env = os.environ
+    p = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("--kills", type=int, default=int(env.get("TOOLNEXUS_CHAOS_KILLS") or 200))
+    p.add_argument("--seed", type=int, default=int(env.get("TOOLNEXUS_CHAOS_SEED") or
+                                                   random.SystemRandom().randrange(1 << 31)))
+    p.add_argument("--runtimes", type=int, default=2, help="runtimes, each with its own lanes (default 2)")
+    p.add_argument("--work-dir", type=Path, default=None, help="keep everything here (default: a temp dir, "
+                   "removed after a run without losses)")
+    p.add_argument("--keep-copies", action="store_true", help="copy the LMDB files at every kill")
+    return p.parse_args(list(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="tn-chaos-"))
+    print(f"chaos: {args.kills} kills, seed {args.seed}, work dir {work}", flush=True)
+    cfg = ChaosConfig(work_dir=work, seed=args.seed, kills=args.kills, runtimes=args.runtimes,
+                      deadline_s=120 + 4 * args.kills, keep_copies=args.keep_copies)
+    report = run_chaos(cfg)
+    print(report.render(), flush=True)
+    if report.losses:
+        print(f"chaos: work dir kept for autopsy: {work}", flush=True)
+        return 1
+    if args.work_dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
