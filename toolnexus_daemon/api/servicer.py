@@ -162,11 +162,13 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
     @unary
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
         rt = self._runtime(request.runtime_id, context)
+        await rt.durable()  # never show a state a crash could still take back
         return convert.snapshot_to(rt.snapshot(request.handle))
 
     @unary
     async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
         rt = self._runtime(request.runtime_id, context)
+        await rt.durable()
         return pb.ListResponse(handles=[convert.snapshot_to(h) for h in rt.list()])
 
     @unary

@@ -34,6 +34,8 @@ MAX_GROUP = 256
 @dataclass
 class _Queued:
     change: Change
+    # the change's records, serialised when it was made (never a later state of its handles)
+    batch: Batch
     done: asyncio.Future[None]
 
 
@@ -51,7 +53,9 @@ class Committer:
 
     async def commit(self, change: Change) -> None:
         """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
-        item = _Queued(change, asyncio.get_running_loop().create_future())
+        batch = Batch()
+        self._rt.fill_batch(batch, change)
+        item = _Queued(change, batch, asyncio.get_running_loop().create_future())
         self._queue.append(item)
         self._last = item.done
         if self._drain is None or self._drain.done():
@@ -104,7 +108,7 @@ class Committer:
                   for i, spec in enumerate(e for item in group for e in item.change.events)]
         batch = Batch(events=events)
         for item in group:
-            self._rt.fill_batch(batch, item.change)
+            _merge(batch, item.batch)
         keep_from = self._retained_from(len(events))
         if keep_from > self.first_seq:
             batch.drop_events.append((self._rt.id, keep_from))
@@ -131,3 +135,13 @@ class Committer:
         observer: Callable[[Runtime, list[Event]], None] | None = self._rt.deps.observer
         if observer is not None:
             observer(self._rt, events)
+
+
+def _merge(into: Batch, later: Batch) -> None:
+    """Fold ``later`` into ``into``: its records win, its messages and truncations follow."""
+    into.runtimes.update(later.runtimes)
+    into.handles.update(later.handles)
+    into.truncate += later.truncate
+    into.messages += later.messages
+    into.checkpoints.update(later.checkpoints)
+    into.requests.update(later.requests)

@@ -262,6 +262,10 @@ class Runtime:
                 top.waiters.remove(fut)
         return ResumeOutcome(top.id, result, accepted.duplicate)
 
+    async def durable(self) -> None:
+        """Wait until every change made so far is on disk (before reporting state to a client)."""
+        await self._committer.barrier()
+
     def snapshot(self, handle_id: str) -> Handle:
         return self.handle(handle_id)
 

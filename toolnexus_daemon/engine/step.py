@@ -36,7 +36,9 @@ async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change
     synced commit instead of two, with no outside effect in between.
     """
     answered = step.pending_idx if cp.answer is not None else None
-    todo = step.open_calls()
+    # a call whose recorded result suspends runs again only when an answer is applied;
+    # after a crash it is not re-invoked (its request is already recorded): the step suspends on it
+    todo = [i for i in step.open_calls() if i not in step.results or answered is not None]
     deferred = Change()
     if not todo:
         return deferred

@@ -50,9 +50,10 @@ def _cancelled() -> bool:
 
 
 async def _loop(rt: Runtime, h: Handle) -> None:
+    turn = h.cp  # this task runs this turn only: a later wake's turn belongs to its own task
     try:
-        while h.state is HandleState.RUNNING and h.cp is not None:
-            cp = h.cp
+        while h.state is HandleState.RUNNING and h.cp is turn and turn is not None:
+            cp = turn
             if cp.step is None:
                 if cp.turns >= rt.max_turns(h):
                     await _settle_incomplete(rt, h, cp, "hit maxTurns without a final answer", "maxTurns",
