@@ -13,23 +13,19 @@ the shared ones (``retry``); streamed events are folded by ``AnthropicStream``.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import random
-from collections.abc import Awaitable, Callable, Mapping
 
 import httpx
 
-from ..model import JSON, LlmConfig, Usage
+from ..model import JSON, Usage
 from ..tools.envexpand import expand_headers
 from .anthropic_stream import AnthropicStream
 from .base import ANTHROPIC_BLOCKS_KEY, ModelError, ModelReply, ModelRequest, token_count
-from .retry import Reader, RetryPolicy, exchange, json_reader, secret_values
+from .http_base import HttpTransport
+from .retry import Reader, exchange, json_reader, secret_values
 from .sse import stream_reader
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_VERSION = "2023-06-01"
 BLOCKS_KEY = ANTHROPIC_BLOCKS_KEY
@@ -38,20 +34,14 @@ _TRANSLATED = frozenset({"messages", "tools", "tool_choice"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
 
-class AnthropicTransport:
+class AnthropicTransport(HttpTransport):
     """``ModelTransport`` for servers speaking Anthropic's ``/v1/messages``."""
 
-    def __init__(self, config: LlmConfig, *, env: Mapping[str, str] | None = None,
-                 client: httpx.AsyncClient | None = None, backoff_base: float = 0.5,
-                 backoff_cap: float = 8.0, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-                 rand: Callable[[], float] = random.random) -> None:
-        self._config = config
-        self._env: Mapping[str, str] = os.environ if env is None else env
-        self._url = messages_url(config.base_url or DEFAULT_BASE_URL)
-        self._timeout_ms = config.timeout_ms if config.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-        self._policy = RetryPolicy(config.retries, backoff_base, backoff_cap, sleep, rand)
+    default_base_url = DEFAULT_BASE_URL
+
+    @staticmethod
+    def endpoint(base_url: str) -> str:
+        return messages_url(base_url)
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """POST the translated body, retrying transient failures; raise ModelError once they are spent."""
@@ -63,11 +53,6 @@ class AnthropicTransport:
         return await self._policy.run(
             lambda: exchange(self._client, self._url, body, headers, self._timeout_ms, read, stream=stream),
             secrets)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this transport created it."""
-        if self._owns_client:
-            await self._client.aclose()
 
     def _headers(self) -> tuple[httpx.Headers, list[str]]:
         """The request headers and the secret values among them (to mask in messages)."""

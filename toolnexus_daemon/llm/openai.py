@@ -10,37 +10,26 @@ styles (``retry``); the message never carries the API key or a header value.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import random
-from collections.abc import Awaitable, Callable, Mapping
-
 import httpx
 
-from ..model import JSON, LlmConfig
+from ..model import JSON
 from ..tools.envexpand import expand_headers
 from .base import ANTHROPIC_BLOCKS_KEY, ModelError, ModelReply, ModelRequest, reply_from_openai
-from .retry import Reader, RetryPolicy, exchange, json_reader, secret_values
+from .http_base import HttpTransport
+from .retry import Reader, exchange, json_reader, secret_values
 from .sse import SseEvent, StreamError, event_json, stream_reader
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_TIMEOUT_MS = 60_000
 
 
-class OpenAITransport:
+class OpenAITransport(HttpTransport):
     """``ModelTransport`` for any server speaking OpenAI's ``/chat/completions``."""
 
-    def __init__(self, config: LlmConfig, *, env: Mapping[str, str] | None = None,
-                 client: httpx.AsyncClient | None = None, backoff_base: float = 0.5,
-                 backoff_cap: float = 8.0, sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-                 rand: Callable[[], float] = random.random) -> None:
-        self._config = config
-        self._env: Mapping[str, str] = os.environ if env is None else env
-        self._url = chat_completions_url(config.base_url or DEFAULT_BASE_URL)
-        self._timeout_ms = config.timeout_ms if config.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
-        self._policy = RetryPolicy(config.retries, backoff_base, backoff_cap, sleep, rand)
+    default_base_url = DEFAULT_BASE_URL
+
+    @staticmethod
+    def endpoint(base_url: str) -> str:
+        return chat_completions_url(base_url)
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """POST the body, retrying transient failures; raise ModelError once they are spent."""
@@ -53,11 +42,6 @@ class OpenAITransport:
             lambda: exchange(self._client, self._url, body, headers, self._timeout_ms, read,
                              stream=self._config.stream),
             secret_values(headers))
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this transport created it."""
-        if self._owns_client:
-            await self._client.aclose()
 
     def _headers(self) -> httpx.Headers:
         """The request headers; every value in them is treated as a secret in messages."""
