@@ -76,7 +76,10 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"{_get(s, 's5', 'daemon', levels[0], 'phases_ms', 'resume_done')} ms")
     g = sm.get("rss_growth_bytes_per_parked_after_restart")
     add("I4 RSS growth ≤ 2 KB per parked handle (restarted daemon)", g, "≤ 2048 B",
-        None if g is None else g <= 2048, f"creating daemon: {sm.get('rss_growth_bytes_per_parked_creator')} B/handle")
+        None if g is None else g <= 2048,
+        f"of which anonymous {sm.get('rss_anon_growth_bytes_per_parked_after_restart')} B and LMDB map pages "
+        f"{sm.get('rss_file_growth_bytes_per_parked_after_restart')} B; "
+        f"creating daemon: {sm.get('rss_growth_bytes_per_parked_creator')} B/handle")
     tr = _get(s, "tr") or {}
     r = tr.get("synced_64_over_synced_1")
     add("I4 group commit lifts synced transitions/s with concurrency (64 vs 1 clients)", r, "> 1.0",

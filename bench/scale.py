@@ -26,7 +26,7 @@ from typing import Any
 from toolnexus_client._gen import runtime_pb2 as pb
 
 from . import peers
-from .common import daemon, log, mib, rss, summary, tcp_target
+from .common import daemon, log, mib, rss, rss_split, summary, tcp_target
 from .scenarios import Profile, _daemon_cycles
 from .tnx_aio import Daemon, run_concurrent
 
@@ -70,10 +70,12 @@ def daemon_scale(base: Path, prof: Profile) -> dict[str, Any]:
         with daemon(base, name="scale", unix=False, timeout=1800) as proc:
             restart_s = time.perf_counter() - t0
             rss_start = rss(proc.proc.pid)
+            anon_start, file_start = rss_split(proc.proc.pid)
             res = asyncio.run(_measure(tcp_target(proc), prof))
             rss_end = rss(proc.proc.pid)
         res.update({"parked": level, "restart_to_serving_s": round(restart_s, 3),
                     "rss_after_restart_mib": mib(rss_start), "rss_after_cycles_mib": mib(rss_end),
+                    "rss_after_restart_anon_mib": mib(anon_start), "rss_after_restart_file_mib": mib(file_start),
                     "creator_rss_mib": mib(creator_rss), "creation_per_s": round(rate, 1),
                     "creation_s": round(creation_s, 1)})
         levels[str(level)] = res
@@ -112,7 +114,15 @@ def scenario5(base: Path, prof: Profile) -> dict[str, Any]:
         "lmdb_bytes_per_parked": round((d_hi["store_size_bytes"] - d_lo["store_size_bytes"]) / n, 1),
         "rss_growth_bytes_per_parked_after_restart": round(
             (d_hi["rss_after_restart_mib"] - d_lo["rss_after_restart_mib"]) * (1 << 20) / n, 1),
+        "rss_anon_growth_bytes_per_parked_after_restart": _growth(d_lo, d_hi, "rss_after_restart_anon_mib", n),
+        "rss_file_growth_bytes_per_parked_after_restart": _growth(d_lo, d_hi, "rss_after_restart_file_mib", n),
         "rss_growth_bytes_per_parked_creator": round(
             (d_hi["creator_rss_mib"] - d_lo["creator_rss_mib"]) * (1 << 20) / n, 1),
     }
     return out
+
+
+def _growth(lo: dict[str, Any], hi: dict[str, Any], field: str, n: int) -> float | None:
+    if field not in lo or field not in hi:
+        return None
+    return round((hi[field] - lo[field]) * (1 << 20) / n, 1)

@@ -4,8 +4,8 @@ Counters and histograms are fed by the engine's observer (``observe``: called
 after every commit with its events, so a metric never counts work that was
 not durable), by ``TimedStore`` (commit latency and size) and by the servicer
 (resume outcomes, which only ``Resume`` can tell apart). Handle states and
-open suspensions are tallied per runtime: a scan of the store at start
-(``scan``), then kept current from ``transition``/``spawned``/``pending``
+open suspensions are tallied per runtime: a scan of the store's handle-state
+summaries at start (``scan``), then kept current from ``transition``/``spawned``/``pending``
 events, because the engine's in-memory handle cache is a bounded working set,
 not a census. Gauges that can be read cheaply (runtimes, watchers, workers,
 LMDB size) are read at scrape time by ``_Live``. Everything lives in one
@@ -16,10 +16,10 @@ state.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -81,7 +81,7 @@ class Metrics:
     def scan(self, engine: Any) -> None:
         """Take handle states and open suspensions of every loaded runtime from the store."""
         for rt in engine.runtimes():
-            self.census.load(rt.id, engine.store.handles(rt.id))
+            self.census.load(rt.id, engine.store.handle_summaries(rt.id))
 
     def resume_outcome(self, outcome: str) -> None:
         self.resumes.labels(outcome).inc()
@@ -118,27 +118,37 @@ class Metrics:
 # ---------------------------------------------------------------- handle states and suspensions
 
 
-@dataclass
 class _Open:
-    kind: str
-    since: float
-    holders: set[str] = field(default_factory=set)
+    """One open Request: its kind, when it was raised, and how many handles are suspended on it
+    (a parent suspended on its child's request shares the child's)."""
+
+    __slots__ = ("kind", "since", "holders")
+
+    def __init__(self, kind: str, since: float) -> None:
+        self.kind, self.since, self.holders = kind, since, 0
 
 
 class Census:
-    """Handles by state and open suspensions, per runtime (root excluded, as ``List`` excludes it)."""
+    """Handles by state and open suspensions, per runtime (root excluded, as ``List`` excludes it).
+
+    Sized for 100,000 parked handles: per suspended handle it keeps one entry mapping the handle
+    to its request id, and per open request one slotted ``_Open`` (kinds interned), about 300
+    bytes in all, instead of tuples and sets per entry.
+    """
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.states: dict[str, Tally[str]] = {}
-        # (runtime, request id) -> the suspension; a parent suspended on its child's request shares it
-        self.open: dict[tuple[str, str], _Open] = {}
-        self._held: dict[tuple[str, str], str] = {}
+        # runtime -> request id -> the suspension
+        self.open: dict[str, dict[str, _Open]] = {}
+        # runtime -> suspended handle -> the request id it holds
+        self._held: dict[str, dict[str, str]] = {}
 
-    def load(self, runtime_id: str, records: list[JSON]) -> None:
+    def load(self, runtime_id: str, summaries: Iterable[JSON]) -> None:
+        """Count from the store's handle summaries (``store.summary``), read once at start."""
         self.forget(runtime_id)
         tally: Tally[str] = Tally()
-        for rec in records:
+        for rec in summaries:
             if rec.get("id") == ROOT_ID:
                 continue
             state = str(rec.get("state") or "")
@@ -155,8 +165,8 @@ class Census:
 
     def forget(self, runtime_id: str) -> None:
         self.states.pop(runtime_id, None)
-        for key in [k for k in self._held if k[0] == runtime_id]:
-            self._release(*key)
+        self.open.pop(runtime_id, None)
+        self._held.pop(runtime_id, None)
 
     def apply(self, runtime_id: str, ev: Event) -> None:
         if ev.handle == ROOT_ID:
@@ -174,18 +184,22 @@ class Census:
 
     def _hold(self, runtime_id: str, handle: str, request_id: str, kind: str, since: float) -> None:
         self._release(runtime_id, handle)
-        entry = self.open.setdefault((runtime_id, request_id), _Open(kind, since))
-        entry.holders.add(handle)
-        self._held[(runtime_id, handle)] = request_id
+        requests = self.open.setdefault(runtime_id, {})
+        entry = requests.get(request_id)
+        if entry is None:
+            entry = requests[request_id] = _Open(sys.intern(kind), since)
+        entry.holders += 1
+        self._held.setdefault(runtime_id, {})[handle] = request_id
 
     def _release(self, runtime_id: str, handle: str) -> None:
-        request_id = self._held.pop((runtime_id, handle), None)
-        entry = self.open.get((runtime_id, request_id)) if request_id is not None else None
+        request_id = self._held.get(runtime_id, {}).pop(handle, None)
+        requests = self.open.get(runtime_id, {})
+        entry = requests.get(request_id) if request_id is not None else None
         if entry is None or request_id is None:
             return
-        entry.holders.discard(handle)
-        if not entry.holders:
-            del self.open[(runtime_id, request_id)]
+        entry.holders -= 1
+        if entry.holders <= 0:
+            del requests[request_id]
 
     def prune(self, live: set[str]) -> None:
         """Drop runtimes that no longer exist (purged by Shutdown)."""
@@ -202,9 +216,10 @@ class Census:
         """kind -> (open suspensions, age in seconds of the oldest)."""
         now = self._clock()
         out: dict[str, tuple[int, float]] = {}
-        for entry in self.open.values():
-            count, oldest = out.get(entry.kind, (0, 0.0))
-            out[entry.kind] = (count + 1, max(oldest, now - entry.since))
+        for requests in self.open.values():
+            for entry in requests.values():
+                count, oldest = out.get(entry.kind, (0, 0.0))
+                out[entry.kind] = (count + 1, max(oldest, now - entry.since))
         return out
 
 
@@ -292,6 +307,9 @@ class TimedStore:
 
     def handles(self, runtime_id: str) -> list[JSON]:
         return self.inner.handles(runtime_id)
+
+    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
+        return self.inner.handle_summaries(runtime_id)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self.inner.get_handle(runtime_id, handle_id)

@@ -25,7 +25,7 @@ from tests.support.grpc_client import code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.devtools import ScriptedModelServer
-from toolnexus_daemon.store.codec import META_FORMAT_KEY, Table, pair_key
+from toolnexus_daemon.store.codec import FORMAT_VERSION, META_FORMAT_KEY, Table, pair_key
 
 TALKER = pb.AgentDef(name="talker", does="answers", soul="You answer briefly.")
 
@@ -81,7 +81,7 @@ def rewrite_record(data_dir: Path, table: str, key: bytes, value: bytes | None =
                    version: int | None = None) -> None:
     """Overwrite one record behind the daemon's back (it must be stopped): with ``value`` as raw
     bytes, or with the stored record re-wrapped in an envelope of format ``version``."""
-    with lmdb.open(str(data_dir), max_dbs=8) as env:
+    with lmdb.open(str(data_dir), max_dbs=16) as env:
         with env.begin(write=True, db=env.open_db(table.encode())) as txn:
             if value is None:
                 stored = txn.get(key)
@@ -187,13 +187,18 @@ def two_runtimes(data_dir: Path, model: ScriptedModelServer) -> tuple[tuple[str,
 
 
 def assert_serves_the_rest(session: Session, good: tuple[str, str], bad: tuple[str, str], key: str) -> None:
-    """The daemon runs, names the bad record in its log, refuses the bad handle and serves the good one."""
+    """The daemon runs and serves the good runtime; the bad handle is refused with DATA_LOSS naming
+    the record (and so is the log), while the rest of the bad handle's runtime still serves."""
     assert session.proc.proc is not None and session.proc.proc.poll() is None
-    assert key in session.proc.logs(), session.proc.logs()
     assert run_turn(session.stub, *good, "still there?").status == "done"
     code, details = code_of(lambda: session.stub.Snapshot(
         pb.SnapshotRequest(runtime_id=bad[0], handle=bad[1]), timeout=10))
     assert code is grpc.StatusCode.DATA_LOSS and key in details, (code, details)
+    assert key in session.proc.logs(), session.proc.logs()
+    root = session.stub.Snapshot(pb.SnapshotRequest(runtime_id=bad[0], handle="root"), timeout=10)
+    assert root.id == "root"
+    spawned = session.stub.Spawn(pb.SpawnRequest(runtime_id=bad[0], agent="talker"), timeout=10).handle
+    assert run_turn(session.stub, bad[0], spawned, "and you?").status == "done"
 
 
 def test_a_damaged_record_is_reported_with_its_key_and_the_rest_is_served(
@@ -208,26 +213,48 @@ def test_a_damaged_record_is_reported_with_its_key_and_the_rest_is_served(
         session.close()
 
 
-def test_a_record_of_a_newer_format_is_refused_not_misread(
+def test_a_damaged_handle_state_summary_quarantines_its_runtime_only(
         data_dir: Path, model: ScriptedModelServer) -> None:
-    """The record is valid JSON in a v2 envelope: a daemon that ignored the version would misread it."""
+    """The summaries are what a start reads: one it cannot trust makes that runtime DATA_LOSS (naming
+    the key) instead of recovering it from a guess, and every other runtime serves."""
     good, bad = two_runtimes(data_dir, model)
-    rewrite_record(data_dir, Table.HANDLES, pair_key(*bad), version=2)
+    rewrite_record(data_dir, Table.HANDLE_STATES, pair_key(*bad), value=b"TN\x01{not json")
+    key = f"damaged record handle_states/{bad[0]}/{bad[1]}"
 
     session = Session(data_dir)
     try:
-        assert_serves_the_rest(session, good, bad, f"handles/{bad[0]}/{bad[1]} has format version 2")
+        assert session.proc.proc is not None and session.proc.proc.poll() is None
+        assert run_turn(session.stub, *good, "still there?").status == "done"
+        code, details = code_of(lambda: session.stub.Snapshot(
+            pb.SnapshotRequest(runtime_id=bad[0], handle="root"), timeout=10))
+        assert code is grpc.StatusCode.DATA_LOSS and key in details, (code, details)
+        assert key in session.proc.logs()
+    finally:
+        session.close()
+
+
+def test_a_record_of_a_newer_format_is_refused_not_misread(
+        data_dir: Path, model: ScriptedModelServer) -> None:
+    """The record is valid JSON in a newer envelope: a daemon that ignored the version would misread it."""
+    good, bad = two_runtimes(data_dir, model)
+    newer = FORMAT_VERSION + 1
+    rewrite_record(data_dir, Table.HANDLES, pair_key(*bad), version=newer)
+
+    session = Session(data_dir)
+    try:
+        assert_serves_the_rest(session, good, bad, f"handles/{bad[0]}/{bad[1]} has format version {newer}")
     finally:
         session.close()
 
 
 def test_a_store_of_a_newer_format_is_refused_at_start(data_dir: Path) -> None:
     Session(data_dir).close()
-    rewrite_record(data_dir, "meta", META_FORMAT_KEY, value=b"2")
+    newer = FORMAT_VERSION + 1
+    rewrite_record(data_dir, "meta", META_FORMAT_KEY, value=str(newer).encode())
 
     proc = DaemonProcess(data_dir)
     with pytest.raises(RuntimeError, match="daemon exited"):
         proc.start()
     assert proc.proc is not None and proc.proc.returncode not in (0, None)
-    assert "format version 2" in proc.logs() and "upgrade" in proc.logs()
+    assert f"format version {newer}" in proc.logs() and "upgrade" in proc.logs()
     assert json.dumps(str(data_dir))[1:-1] in proc.logs()

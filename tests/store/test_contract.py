@@ -227,3 +227,40 @@ async def test_cancelled_caller_does_not_undo_a_started_commit(store: Store) -> 
 
     await store.commit(Batch(runtimes={"r2": {}}))  # commits apply in order: this one waits for the first
     assert store.get_runtime("r1") == {"v": 1} and store.last_seq("r1") == 1
+
+
+def handle_record(hid: str, state: str, **fields: object) -> JSON:
+    return record(**{"id": hid, "state": state, "wake_queue": [], "escalating": False, **fields})
+
+
+async def test_handle_summaries_follow_every_handle_write(store: Store) -> None:
+    """Each handle put, overwrite, delete and purge is reflected in its summary, in key order."""
+    pending = {"id": "approve:root/b", "kind": "approval", "prompt": "ok?", "data": {"big": "x" * 100}}
+    await store.commit(Batch(handles={
+        ("r1", "root"): handle_record("root", "idle"),
+        ("r1", "root/b"): handle_record("root/b", "suspended", pending=pending, suspended_at=12.5),
+        ("r1", "root/a"): handle_record("root/a", "running", wake_queue=[{"p": 1}, {"p": 2}]),
+        ("r2", "root"): handle_record("root", "idle")}))
+
+    assert list(store.handle_summaries("r1")) == [
+        {"id": "root", "state": "idle", "escalating": False, "queued": 0},
+        {"id": "root/a", "state": "running", "escalating": False, "queued": 2},
+        {"id": "root/b", "state": "suspended", "escalating": False, "queued": 0,
+         "pending": {"id": "approve:root/b", "kind": "approval"}, "suspended_at": 12.5}]
+
+    await store.commit(Batch(handles={("r1", "root/a"): None,
+                                      ("r1", "root/b"): handle_record("root/b", "running", escalating=True)}))
+    assert list(store.handle_summaries("r1")) == [
+        {"id": "root", "state": "idle", "escalating": False, "queued": 0},
+        {"id": "root/b", "state": "running", "escalating": True, "queued": 0}]
+
+    await store.commit(Batch(purge=["r1"]))
+    assert list(store.handle_summaries("r1")) == []
+    assert [s["id"] for s in store.handle_summaries("r2")] == ["root"]
+
+
+async def test_handle_summaries_of_a_large_runtime_are_all_read(store: Store) -> None:
+    """More handles than one read chunk holds: none skipped, none repeated."""
+    handles = {("r1", f"root/h.{i:05d}"): handle_record(f"root/h.{i:05d}", "idle") for i in range(2500)}
+    await store.commit(Batch(handles=handles))
+    assert [s["id"] for s in store.handle_summaries("r1")] == sorted(hid for _, hid in handles)

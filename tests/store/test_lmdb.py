@@ -14,7 +14,7 @@ import pytest
 
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreLocked
 from toolnexus_daemon.store import Batch, LmdbStore
-from toolnexus_daemon.store.codec import META_FORMAT_KEY, Table, pair_key
+from toolnexus_daemon.store.codec import FORMAT_VERSION, META_FORMAT_KEY, Table, pair_key
 
 from .samples import event, record, rich_event
 from .writelock import write_lock_held
@@ -189,11 +189,12 @@ async def test_damaged_event_names_its_key(data_dir: Path) -> None:
 
 async def test_record_from_a_newer_format_raises_format_too_new(data_dir: Path) -> None:
     LmdbStore(data_dir).close()
-    write_raw(data_dir, Table.CHECKPOINTS, pair_key("r1", "root"), b'TN\x02{"step": 1}')
+    newer = FORMAT_VERSION + 1
+    write_raw(data_dir, Table.CHECKPOINTS, pair_key("r1", "root"), b"TN" + bytes([newer]) + b'{"step": 1}')
 
     store = LmdbStore(data_dir)
     try:
-        with pytest.raises(FormatTooNew, match="checkpoints/r1/root has format version 2"):
+        with pytest.raises(FormatTooNew, match=f"checkpoints/r1/root has format version {newer}"):
             store.get_checkpoint("r1", "root")
     finally:
         store.close()
@@ -202,16 +203,17 @@ async def test_record_from_a_newer_format_raises_format_too_new(data_dir: Path) 
 def test_store_from_a_newer_format_is_refused_at_open(data_dir: Path) -> None:
     """A newer store-wide format refuses to open, and the refusal leaves the directory unlocked."""
     LmdbStore(data_dir).close()
-    write_raw(data_dir, "meta", META_FORMAT_KEY, b"2")
+    newer = FORMAT_VERSION + 1
+    write_raw(data_dir, "meta", META_FORMAT_KEY, str(newer).encode())
 
     for _ in range(2):
-        with pytest.raises(FormatTooNew, match="format version 2"):
+        with pytest.raises(FormatTooNew, match=f"format version {newer}"):
             LmdbStore(data_dir)
 
 
 def test_info_reports_path_and_map_size(opened: LmdbStore, data_dir: Path) -> None:
     info = opened.info()
-    assert (info.path, info.map_size_bytes, info.format_version) == (str(data_dir), 1 << 24, 1)
+    assert (info.path, info.map_size_bytes, info.format_version) == (str(data_dir), 1 << 24, FORMAT_VERSION)
     assert 0 < info.size_bytes < info.map_size_bytes
 
 
@@ -225,3 +227,32 @@ async def test_unsynced_store_round_trips(data_dir: Path) -> None:
         assert store.get_runtime("r1") == {"v": 1}
     finally:
         store.close()
+
+
+async def test_a_store_of_format_1_gets_its_handle_state_index_built(data_dir: Path) -> None:
+    """A data dir written before ``handle_states`` existed is migrated when first opened;
+    a damaged handle record is skipped by the migration (and reported when read)."""
+    store = LmdbStore(data_dir)
+    try:
+        await store.commit(Batch(handles={("r1", "root"): record(id="root", state="idle"),
+                                          ("r1", "root/a"): record(id="root/a", state="running"),
+                                          ("r1", "root/bad"): record(id="root/bad", state="idle")}))
+    finally:
+        store.close()
+    with lmdb.open(str(data_dir), max_dbs=16) as env:  # what a version-1 daemon left behind
+        with env.begin(write=True) as txn:
+            txn.drop(env.open_db(Table.HANDLE_STATES.encode(), txn=txn), delete=False)
+            txn.put(pair_key("r1", "root/bad"), b"\xff not a record", db=env.open_db(b"handles", txn=txn))
+            txn.put(META_FORMAT_KEY, b"1", db=env.open_db(b"meta", txn=txn))
+
+    store = LmdbStore(data_dir)
+    try:
+        assert [(s["id"], s["state"]) for s in store.handle_summaries("r1")] == [
+            ("root", "idle"), ("root/a", "running")]
+        assert store.info().format_version == FORMAT_VERSION
+        with pytest.raises(StoreError, match="handles/r1/root/bad"):
+            store.get_handle("r1", "root/bad")
+    finally:
+        store.close()
+    with lmdb.open(str(data_dir), max_dbs=16, readonly=True) as env, env.begin() as txn:
+        assert txn.get(META_FORMAT_KEY, db=env.open_db(b"meta", txn=txn)) == str(FORMAT_VERSION).encode()

@@ -8,12 +8,16 @@ until the turn completes; dropped if it is abandoned).
 
 Child ids are not part of the record: they are an append-only list kept under
 ``children_log(id)`` (one entry per spawn), so spawning under a parent with
-100,000 children writes one small entry, not the whole list again.
+100,000 children writes one small entry, not the whole list again. A handle
+read back from the store reads that list only when ``children`` is first
+used (List, Snapshot, closing a tree, a task parent's reattachment), so a
+start or a spawn under a root with 100,000 children never reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from ..model import JSON, Budget, HandleState, InboxItem, Request, Status, TaskResult, Usage
@@ -27,7 +31,6 @@ class Handle:
     parent: str | None
     depth: int
     state: HandleState = HandleState.IDLE
-    children: list[str] = field(default_factory=list)
     task_key: str = ""
     last_result: TaskResult | None = None
     usage: Usage = field(default_factory=Usage)
@@ -50,6 +53,12 @@ class Handle:
     suspended_at: float = 0.0
     # kept in its own table, loaded with the handle
     cp: Checkpoint | None = field(default=None, repr=False)
+    # child ids in spawn order once read (None: not yet); see ``children``
+    child_ids: list[str] | None = field(default=None, repr=False)
+    # reads the stored children log; set when the handle is read back from the store
+    read_children: Callable[[], list[str]] | None = field(default=None, repr=False)
+    # children added since this object was read, before ``children`` was first used
+    unread_children: list[str] = field(default_factory=list, repr=False)
     # not persisted
     waiters: list[asyncio.Future[TaskResult]] = field(default_factory=list, repr=False)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -73,7 +82,7 @@ class Handle:
     def from_json(cls, d: JSON) -> Handle:
         return cls(
             id=d["id"], agent=d.get("agent") or "", parent=d.get("parent"), depth=int(d.get("depth") or 0),
-            state=HandleState(d["state"]), children=list(d.get("children") or []),
+            state=HandleState(d["state"]),
             task_key=d.get("task_key") or "",
             last_result=TaskResult.from_json(d["last_result"]) if d.get("last_result") else None,
             usage=Usage.from_json(d.get("usage")), own_usage=Usage.from_json(d.get("own_usage")),
@@ -86,6 +95,23 @@ class Handle:
             wake_queue=[list(q) for q in d.get("wake_queue") or []], escalating=bool(d.get("escalating")),
             suspended_at=float(d.get("suspended_at") or 0.0),
         )
+
+    @property
+    def children(self) -> list[str]:
+        """Child ids in spawn order (read from the store's children log on first use)."""
+        if self.child_ids is None:
+            stored = self.read_children() if self.read_children is not None else []
+            known = set(stored)
+            self.child_ids = stored + [c for c in self.unread_children if c not in known]
+            self.unread_children = []
+        return self.child_ids
+
+    def add_child(self, child_id: str) -> None:
+        """Record a spawn without reading the stored list when it has not been read yet."""
+        if self.child_ids is None and self.read_children is not None:
+            self.unread_children.append(child_id)
+        else:
+            self.children.append(child_id)
 
     def restore_from(self, fresh: Handle) -> None:
         """Take every persisted field (and the checkpoint) of ``fresh``; waiters and task stay."""

@@ -15,7 +15,15 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..clock import Clock, rfc3339
-from ..errors import FailedPrecondition, InvalidArgument, NotFound, OutOfRange, ResourceExhausted
+from ..errors import (
+    DataLoss,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+    StoreError,
+)
 from ..events import EventBus
 from ..llm.base import ModelTransport
 from ..model import (
@@ -93,10 +101,16 @@ class Runtime:
                 "key_digest": self.key_digest}
 
     def load_handles(self) -> None:
-        """Keep in memory only what recovery needs; parked handles stay on disk until used."""
-        for rec in self.deps.store.handles(self.id):
-            if _needs_recovery(rec):
-                h = self._read_handle(rec)
+        """Keep in memory only what recovery needs; parked handles stay on disk until used.
+
+        Reads the handle-state summaries, not the handle records, so a start costs
+        about 100 bytes per parked handle, whatever the handles hold.
+        """
+        for summary in self.deps.store.handle_summaries(self.id):
+            if _needs_recovery(summary):
+                h = self._load_handle(str(summary["id"]))
+                if h is None:
+                    raise StoreError(f"handle_states/{self.id}/{summary['id']} names a handle with no record")
                 self.handles[h.id] = h
                 self._recovering.append(h)
 
@@ -107,10 +121,14 @@ class Runtime:
     def _read_handle(self, rec: JSON) -> Handle:
         h = Handle.from_json(rec)
         if h.spawn_count:
-            h.children = [m["id"] for m in self.deps.store.messages(self.id, children_log(h.id))]
+            h.read_children = self._children_reader(h.id)
         cp = self.deps.store.get_checkpoint(self.id, h.id)
         h.cp = Checkpoint.from_json(cp) if cp else None
         return h
+
+    def _children_reader(self, handle_id: str) -> Callable[[], list[str]]:
+        store, rid, log_key = self.deps.store, self.id, children_log(handle_id)
+        return lambda: [m["id"] for m in store.messages(rid, log_key)]
 
     def replace_registry(self, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
                          model: ModelTransport) -> None:
@@ -169,7 +187,12 @@ class Runtime:
     def handle(self, handle_id: str) -> Handle:
         if not handle_id:
             raise InvalidArgument("handle is required (a handle id such as root/worker.1)")
-        h = self.handles.get(handle_id) if storable_id(handle_id) else None
+        try:
+            h = self.handles.get(handle_id) if storable_id(handle_id) else None
+        except StoreError as exc:  # a damaged record costs that handle, not the runtime or the daemon
+            log.error("handle record cannot be read", extra={"runtime": self.id, "handle": handle_id,
+                                                             "error": str(exc)})
+            raise DataLoss(f'handle "{handle_id}" of runtime "{self.id}" cannot be read: {exc}') from exc
         if h is None:
             raise NotFound(f'unknown handle "{handle_id}" in runtime "{self.id}"')
         return h
@@ -363,7 +386,7 @@ def settled_result(h: Handle) -> TaskResult | None:
     return None
 
 
-def _needs_recovery(rec: JSON) -> bool:
+def _needs_recovery(summary: JSON) -> bool:
     """Running (or escalating inline) handles continue on start; queued wakes may need a slot."""
-    return (rec.get("state") == HandleState.RUNNING or bool(rec.get("wake_queue"))
-            or bool(rec.get("escalating")) or rec.get("id") == ROOT_ID)
+    return (summary.get("state") == HandleState.RUNNING or bool(summary.get("queued"))
+            or bool(summary.get("escalating")) or summary.get("id") == ROOT_ID)

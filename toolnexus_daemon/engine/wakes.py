@@ -35,10 +35,10 @@ async def spawn(rt: Runtime, parent_id: str, agent_name: str, budget: Budget | N
     child = Handle(id=f"{parent.id}/{agent.name}.{parent.spawn_count}", agent=agent.name,
                    parent=parent.id, depth=parent.depth + 1, budget=eff, task_key=task_key,
                    spawned_at=rt.deps.clock.now())
-    parent.children.append(child.id)
+    parent.add_child(child.id)
     rt.handles[child.id] = child
     change = Change().save(parent, child)
-    change.messages.append((children_log(parent.id), len(parent.children) - 1, {"id": child.id}))
+    change.messages.append((children_log(parent.id), parent.spawn_count - 1, {"id": child.id}))
     change.event(child, EventType.SPAWNED, notes.spawned(child.id, child.depth, eff.max_tokens),
                  data={"agent": agent.name, "parent": parent.id})
     await rt.commit(change)

@@ -8,6 +8,7 @@ one ``Batch`` and lands in one write transaction, or not at all.
 Tables (all keyed under a runtime id):
   runtimes     runtime_id                    -> runtime record
   handles      (runtime_id, handle_id)       -> handle record
+  handle_states (runtime_id, handle_id)      -> the record's summary (``summary``), kept by the store
   messages     (runtime_id, handle_id, idx)  -> one transcript message (append per message)
   checkpoints  (runtime_id, handle_id)       -> the step checkpoint of a handle's open turn
   requests     (runtime_id, request_id)      -> request-index entry
@@ -16,6 +17,7 @@ Tables (all keyed under a runtime id):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -72,6 +74,10 @@ class Store(Protocol):
 
     def handles(self, runtime_id: str) -> list[JSON]:
         """Every handle record of a runtime, in key order."""
+
+    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
+        """The summary (``store.summary``) of every handle of a runtime, in key order: what a start
+        reads instead of every handle record."""
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None: ...
 

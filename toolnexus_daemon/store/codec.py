@@ -6,16 +6,23 @@ are 8-byte big-endian so byte order is numeric order. The longest key is
 250 + 1 + 250 + 1 + 8 = 510 bytes, inside LMDB's 511-byte limit.
 
   runtimes                        rid
-  handles, checkpoints, requests  rid NUL id
+  handles, handle_states,
+  checkpoints, requests           rid NUL id
   messages                        rid NUL hid NUL index:u64be
   events                          rid NUL seq:u64be
 
 Every value is an envelope: the magic ``b"TN"``, one byte of format version,
-then the record as compact UTF-8 JSON. Version 1 is the only one so far. A
-record whose version byte is newer than ``FORMAT_VERSION`` raises
+then the record as compact UTF-8 JSON. A record whose version byte is newer
+than ``FORMAT_VERSION`` raises
 ``FormatTooNew``; anything else that does not decode raises ``StoreError``
 naming the table and key, so one bad record never hides the rest of a table.
 The ``meta`` table holds the store-wide format version as ASCII digits.
+
+Versions: 1, the first layout; 2 adds ``handle_states`` (see ``summary``),
+which a store of version 1 gets built when it is first opened by a daemon
+that writes version 2. Record encodings did not change between them; the
+envelope carries the store's version so that an older daemon refuses
+records it would not keep the index of.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from typing import Any
 from ..errors import FormatTooNew, StoreError
 from ..model import JSON, Event
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"TN"
 SEP = b"\x00"
 MAX_ID_BYTES = 250
@@ -39,6 +46,7 @@ _U64 = struct.Struct(">Q")
 class Table(StrEnum):
     RUNTIMES = "runtimes"
     HANDLES = "handles"
+    HANDLE_STATES = "handle_states"
     MESSAGES = "messages"
     CHECKPOINTS = "checkpoints"
     REQUESTS = "requests"

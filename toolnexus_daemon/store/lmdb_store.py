@@ -16,6 +16,7 @@ anything else ``StoreError``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -29,6 +30,9 @@ from .base import Batch, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .dirlock import DirLock
 from .lmdb_write import GroupWriter, WriterStats
+from .summary import summarize
+
+log = logging.getLogger("toolnexus_daemon.store")
 
 # group commit: at most this many batches share one transaction (bounds its size and its latency)
 MAX_GROUP = 128
@@ -37,6 +41,8 @@ MAX_GROUP = 128
 # transaction per commit; a lone committer unchanged (it never waits). A fixed, unconditional window
 # instead cut a lone committer to a fifth.
 GROUP_WINDOW_S = 0.001
+# records decoded per read transaction by the scans that may cover a whole runtime
+SCAN_CHUNK = 1024
 
 
 class LmdbStore:
@@ -111,6 +117,16 @@ class LmdbStore:
     def handles(self, runtime_id: str) -> list[JSON]:
         prefix = codec.runtime_prefix(runtime_id)
         return [codec.decode_value(Table.HANDLES, k, v) for k, v in self._scan(Table.HANDLES, prefix, prefix)]
+
+    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
+        """Read in chunks of ``SCAN_CHUNK``, each in its own read transaction, so a caller that
+        stops early holds no reader slot and a large runtime is never decoded all at once."""
+        prefix = codec.runtime_prefix(runtime_id)
+        first = prefix
+        while chunk := self._scan(Table.HANDLE_STATES, prefix, first, limit=SCAN_CHUNK):
+            for key, value in chunk:
+                yield codec.decode_value(Table.HANDLE_STATES, key, value)
+            first = chunk[-1][0] + b"\x00"  # the smallest key after the last one read
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._get(Table.HANDLES, codec.pair_key(runtime_id, handle_id))
@@ -203,20 +219,23 @@ def _open_env(path: Path, map_size: int, sync: bool) -> lmdb.Environment:
 
 
 def _open_tables(env: lmdb.Environment, path: Path) -> tuple[dict[Table, lmdb._Database], int]:
-    """Open (creating) every table and check the store-wide format version."""
+    """Open (creating) every table, check the store-wide format version and migrate an older store."""
     try:
         # Reader slots left by a killed daemon would pin old pages; we hold the directory lock,
         # so any slot of another process is stale.
         env.reader_check()
         dbs = {table: env.open_db(table.value.encode()) for table in Table}
         meta = env.open_db(b"meta")
-        with env.begin(write=True, db=meta) as txn:
-            raw = txn.get(META_FORMAT_KEY)
-            if raw is None:
-                txn.put(META_FORMAT_KEY, str(FORMAT_VERSION).encode())
+        with env.begin(write=True) as txn:
+            raw = txn.get(META_FORMAT_KEY, db=meta)
+            version = _format_version(path, raw)
+            if version < FORMAT_VERSION:
+                _migrate(txn, dbs, path, version)
+            if version != FORMAT_VERSION or raw is None:
+                txn.put(META_FORMAT_KEY, str(FORMAT_VERSION).encode(), db=meta)
     except lmdb.Error as exc:
         raise StoreError(f"cannot open the tables of the store in {path}: {exc}") from exc
-    return dbs, _format_version(path, raw)
+    return dbs, FORMAT_VERSION
 
 
 def _format_version(path: Path, raw: bytes | None) -> int:
@@ -229,6 +248,28 @@ def _format_version(path: Path, raw: bytes | None) -> int:
         raise FormatTooNew(f"the store in {path} has format version {version}, but this toolnexus-daemon "
                            f"reads up to {FORMAT_VERSION}; upgrade the daemon")
     return version
+
+
+def _migrate(txn: lmdb.Transaction, dbs: dict[Table, lmdb._Database], path: Path, version: int) -> None:
+    """Version 1 → 2: build ``handle_states`` from every handle record (in the opening transaction,
+    so a kill during it leaves the store at version 1, to be migrated again)."""
+    built = damaged = 0
+    cursor = txn.cursor(db=dbs[Table.HANDLES])
+    for raw_key, raw_value in cursor.iternext():
+        key = bytes(raw_key)
+        try:
+            record = codec.decode_value(Table.HANDLES, key, bytes(raw_value))
+        except StoreError as exc:  # reported again, with its key, when the handle is read
+            damaged += 1
+            log.error("handle record skipped while building the handle-state index",
+                      extra={"error": str(exc)})
+            continue
+        txn.put(key, codec.encode_value(Table.HANDLE_STATES, key, summarize(record)),
+                db=dbs[Table.HANDLE_STATES])
+        built += 1
+    log.warning("store migrated to the current format", extra={
+        "path": str(path), "from_version": version, "to_version": FORMAT_VERSION,
+        "handle_states_built": built, "damaged_handles": damaged})
 
 
 def _retrieve_exception(future: asyncio.Future[None]) -> None:

@@ -33,9 +33,11 @@ from typing import Any
 import lmdb
 
 from ..errors import StoreError
+from ..model import JSON
 from . import codec
 from .base import Batch, HandleKey
 from .codec import Table
+from .summary import summarize
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,15 @@ Tables = Mapping[Table, lmdb._Database]
 
 
 def prepare(batch: Batch) -> list[Op]:
-    """Every write of ``batch`` in apply order: purge, runtimes, handles, truncate, messages,
-    checkpoints, requests, events, dropped events."""
+    """Every write of ``batch`` in apply order: purge, runtimes, handles (and their summaries),
+    truncate, messages, checkpoints, requests, events, dropped events."""
     ops: list[Op] = []
     for rid in batch.purge:
         ops.extend(_purge(rid))
     for rid, runtime in batch.runtimes.items():
         ops.append(_put(Table.RUNTIMES, codec.runtime_key(rid), runtime))
     ops.extend(_pairs(Table.HANDLES, batch.handles))
+    ops.extend(_summaries(batch.handles))
     for rid, hid, index in batch.truncate:
         prefix = codec.message_prefix(rid, hid)
         ops.append(DropFrom(Table.MESSAGES, prefix, codec.message_key(rid, hid, index)))
@@ -92,6 +95,12 @@ def _put(table: Table, key: bytes, record: Any) -> Put:
 
 def _pairs(table: Table, records: Mapping[HandleKey, Any]) -> list[Op]:
     return [_put(table, codec.pair_key(rid, sub_id), rec) for (rid, sub_id), rec in records.items()]
+
+
+def _summaries(handles: Mapping[HandleKey, JSON | None]) -> list[Op]:
+    """The ``handle_states`` entry of each handle written (deleted with it)."""
+    return [_put(Table.HANDLE_STATES, codec.pair_key(rid, hid), None if rec is None else summarize(rec))
+            for (rid, hid), rec in handles.items()]
 
 
 def _purge(runtime_id: str) -> list[Op]:

@@ -12,7 +12,7 @@ before changing anything, so a failing batch leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from ..model import JSON, Event
 from . import codec
 from .base import Batch, HandleKey, StoreInfo
 from .codec import FORMAT_VERSION, Table
+from .summary import summarize
 
 Encoded = bytes | None  # None deletes
 
@@ -106,6 +107,10 @@ class MemoryStore:
         self._check_open()
         found = sorted((hid, raw) for (rid, hid), raw in self._handles.items() if rid == runtime_id)
         return [_load(Table.HANDLES, f"{runtime_id}/{hid}", raw) for hid, raw in found]
+
+    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
+        """Derived from the records on each call, so always what LMDB's index would hold."""
+        return iter([summarize(rec) for rec in self.handles(runtime_id)])
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         raw = self._handles.get((runtime_id, handle_id))
