@@ -1,8 +1,8 @@
 """The composition root: builds the store, hub, executors, engine and server, runs, shuts down.
 
 Order matters on the way up (the store lock is taken before anything listens;
-health stays NOT_SERVING until recovery has relaunched the running handles;
-metrics take their census of the store once recovery is done) and on the way
+health stays NOT_SERVING until recovery has relaunched the running handles)
+and on the way
 down (SIGTERM/SIGINT or a daemon-wide ``Shutdown``: NOT_SERVING, stop
 accepting RPCs, stop the engine's turns — each is checkpointed at its last
 committed step and continues on the next start — end the Watch and Connect
@@ -119,7 +119,6 @@ async def _serve(settings: Settings, store: LmdbStore) -> int:
     await daemon.server.start()
     try:
         recovered = await daemon.engine.start()
-        daemon.metrics.scan(daemon.engine)
         daemon.servicer.open()
         await set_health(daemon.health, serving=True)
         log.info("serving", extra={"addresses": daemon.addresses, "recovered": recovered,

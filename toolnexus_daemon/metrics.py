@@ -3,12 +3,12 @@
 Counters and histograms are fed by the engine's observer (``observe``: called
 after every commit with its events, so a metric never counts work that was
 not durable), by ``TimedStore`` (commit latency and size) and by the servicer
-(resume outcomes, which only ``Resume`` can tell apart). Handle states and
-open suspensions are tallied per runtime: a scan of the store's handle-state
-summaries at start (``scan``), then kept current from ``transition``/``spawned``/``pending``
-events, because the engine's in-memory handle cache is a bounded working set,
-not a census. Gauges that can be read cheaply (runtimes, watchers, workers,
-LMDB size) are read at scrape time by ``_Live``. Everything lives in one
+(resume outcomes, which only ``Resume`` can tell apart). Gauges are read at
+scrape time by ``_Live``: runtimes, watchers, workers, LMDB size, and handle
+states and open suspensions from the counts the store keeps with every handle
+write (``Store.census``) — the engine's in-memory handles are a bounded
+working set, not a census, and counting from the store means the gauges
+report only durable state and cost nothing per parked handle. Everything lives in one
 private registry, so tests and a second daemon in one process never share
 state.
 """
@@ -16,18 +16,17 @@ state.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from . import __version__
-from .model import JSON, ROOT_ID, Event, EventType, HandleState
-from .store.base import Batch, Store, StoreInfo
+from .model import JSON, Event, EventType, HandleState
+from .store.base import Batch, HandleCensus, Store, StoreInfo
 
 log = logging.getLogger("toolnexus_daemon.metrics")
 
@@ -45,7 +44,6 @@ class Metrics:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.registry = CollectorRegistry()
         self._clock = clock
-        self.census = Census(clock)
         self._observer_failed = False
         r = self.registry
         Gauge("toolnexus_build_info", "The daemon's version (value is always 1).", ["version"],
@@ -76,12 +74,7 @@ class Metrics:
 
     def bind(self, engine: Any, hub: Any) -> None:
         """Read runtimes, watchers, workers and the store at scrape time from these."""
-        self.registry.register(_Live(self.census, engine, hub))
-
-    def scan(self, engine: Any) -> None:
-        """Take handle states and open suspensions of every loaded runtime from the store."""
-        for rt in engine.runtimes():
-            self.census.load(rt.id, engine.store.handle_summaries(rt.id))
+        self.registry.register(_Live(engine, hub, self._clock))
 
     def resume_outcome(self, outcome: str) -> None:
         self.resumes.labels(outcome).inc()
@@ -98,7 +91,6 @@ class Metrics:
 
     def _count(self, runtime_id: str, ev: Event) -> None:
         self.events.labels(str(ev.type)).inc()
-        self.census.apply(runtime_id, ev)
         data = ev.data or {}
         if ev.type is EventType.MODEL_CALL:
             usage = data.get("usage") or {}
@@ -115,136 +107,46 @@ class Metrics:
         return TimedStore(store, self)
 
 
-# ---------------------------------------------------------------- handle states and suspensions
-
-
-class _Open:
-    """One open Request: its kind, when it was raised, and how many handles are suspended on it
-    (a parent suspended on its child's request shares the child's)."""
-
-    __slots__ = ("kind", "since", "holders")
-
-    def __init__(self, kind: str, since: float) -> None:
-        self.kind, self.since, self.holders = kind, since, 0
-
-
-class Census:
-    """Handles by state and open suspensions, per runtime (root excluded, as ``List`` excludes it).
-
-    Sized for 100,000 parked handles: per suspended handle it keeps one entry mapping the handle
-    to its request id, and per open request one slotted ``_Open`` (kinds interned), about 300
-    bytes in all, instead of tuples and sets per entry.
-    """
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self.states: dict[str, Tally[str]] = {}
-        # runtime -> request id -> the suspension
-        self.open: dict[str, dict[str, _Open]] = {}
-        # runtime -> suspended handle -> the request id it holds
-        self._held: dict[str, dict[str, str]] = {}
-
-    def load(self, runtime_id: str, summaries: Iterable[JSON]) -> None:
-        """Count from the store's handle summaries (``store.summary``), read once at start."""
-        self.forget(runtime_id)
-        tally: Tally[str] = Tally()
-        for rec in summaries:
-            if rec.get("id") == ROOT_ID:
-                continue
-            state = str(rec.get("state") or "")
-            pending = rec.get("pending") or {}
-            if state == HandleState.SUSPENDED and rec.get("escalating"):
-                state = HandleState.RUNNING  # recovery turns an inline escalation back into a running turn
-            elif state == HandleState.SUSPENDED and pending.get("id"):
-                # suspended_at: when the engine parked it; records older than that field count from this start
-                since = float(rec.get("suspended_at") or self._clock())
-                kind = str(pending.get("kind") or "")
-                self._hold(runtime_id, str(rec["id"]), str(pending["id"]), kind, since)
-            tally[state] += 1
-        self.states[runtime_id] = tally
-
-    def forget(self, runtime_id: str) -> None:
-        self.states.pop(runtime_id, None)
-        self.open.pop(runtime_id, None)
-        self._held.pop(runtime_id, None)
-
-    def apply(self, runtime_id: str, ev: Event) -> None:
-        if ev.handle == ROOT_ID:
-            return
-        tally = self.states.setdefault(runtime_id, Tally())
-        if ev.type is EventType.SPAWNED:
-            tally[HandleState.IDLE] += 1
-        elif ev.type is EventType.TRANSITION and ev.from_state != ev.to_state:
-            tally[ev.from_state] = max(0, tally[ev.from_state] - 1)
-            tally[ev.to_state] += 1
-            if ev.from_state == HandleState.SUSPENDED:
-                self._release(runtime_id, ev.handle)
-        elif ev.type is EventType.PENDING and ev.pending is not None:
-            self._hold(runtime_id, ev.handle, ev.pending.id, ev.pending.kind, self._clock())
-
-    def _hold(self, runtime_id: str, handle: str, request_id: str, kind: str, since: float) -> None:
-        self._release(runtime_id, handle)
-        requests = self.open.setdefault(runtime_id, {})
-        entry = requests.get(request_id)
-        if entry is None:
-            entry = requests[request_id] = _Open(sys.intern(kind), since)
-        entry.holders += 1
-        self._held.setdefault(runtime_id, {})[handle] = request_id
-
-    def _release(self, runtime_id: str, handle: str) -> None:
-        request_id = self._held.get(runtime_id, {}).pop(handle, None)
-        requests = self.open.get(runtime_id, {})
-        entry = requests.get(request_id) if request_id is not None else None
-        if entry is None or request_id is None:
-            return
-        entry.holders -= 1
-        if entry.holders <= 0:
-            del requests[request_id]
-
-    def prune(self, live: set[str]) -> None:
-        """Drop runtimes that no longer exist (purged by Shutdown)."""
-        for runtime_id in [r for r in self.states if r not in live]:
-            self.forget(runtime_id)
-
-    def handle_states(self) -> Tally[str]:
-        total: Tally[str] = Tally({str(s): 0 for s in HandleState})
-        for tally in self.states.values():
-            total.update(tally)
-        return total
-
-    def suspensions(self) -> dict[str, tuple[int, float]]:
-        """kind -> (open suspensions, age in seconds of the oldest)."""
-        now = self._clock()
-        out: dict[str, tuple[int, float]] = {}
-        for requests in self.open.values():
-            for entry in requests.values():
-                count, oldest = out.get(entry.kind, (0, 0.0))
-                out[entry.kind] = (count + 1, max(oldest, now - entry.since))
-        return out
-
-
 # ---------------------------------------------------------------- scrape-time gauges
 
 
 class _Live:
     """Gauges read when Prometheus scrapes (on the event loop: see ``api.metrics_http``)."""
 
-    def __init__(self, census: Census, engine: Any, hub: Any) -> None:
-        self._census, self._engine, self._hub = census, engine, hub
+    def __init__(self, engine: Any, hub: Any, clock: Callable[[], float]) -> None:
+        self._engine, self._hub, self._clock = engine, hub, clock
 
     def collect(self) -> Iterator[Metric]:
         runtimes = self._engine.runtimes()
-        self._census.prune({rt.id for rt in runtimes})
         yield _gauge("toolnexus_runtimes", "Runtimes loaded.", len(runtimes))
         yield _gauge("toolnexus_watchers", "Open Watch streams.", sum(rt.bus.count() for rt in runtimes))
         yield _gauge("toolnexus_workers_connected", "Connect worker streams.", self._hub.count())
+        states, open_by_kind = self._census(runtimes)
         handles = GaugeMetricFamily("toolnexus_handles", "Handles by state (root excluded).",
                                     labels=["state"])
-        for state, n in sorted(self._census.handle_states().items()):
+        for state, n in sorted(states.items()):
             handles.add_metric([state], n)
         yield handles
-        yield from _suspension_families(self._census.suspensions())
+        yield from _suspension_families(open_by_kind)
         yield from _store_families(self._engine.store)
+
+    def _census(self, runtimes: list[Any]) -> tuple[Tally[str], dict[str, tuple[int, float]]]:
+        """Every runtime's durable counts from the store's indexes: a few reads per runtime,
+        whatever the number of handles."""
+        now = self._clock()
+        states: Tally[str] = Tally({str(s): 0 for s in HandleState})
+        open_by_kind: dict[str, tuple[int, float]] = {}
+        for rt in runtimes:
+            try:
+                census = self._engine.store.census(rt.id)
+            except Exception:  # closed while shutting down, or damaged: count what can be read
+                continue
+            states.update(census.states)
+            for kind, (n, since) in census.open.items():
+                count, oldest = open_by_kind.get(kind, (0, 0.0))
+                age = max(0.0, now - since) if since else 0.0
+                open_by_kind[kind] = (count + n, max(oldest, age))
+        return states, open_by_kind
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -308,8 +210,11 @@ class TimedStore:
     def handles(self, runtime_id: str) -> list[JSON]:
         return self.inner.handles(runtime_id)
 
-    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
-        return self.inner.handle_summaries(runtime_id)
+    def handles_to_recover(self, runtime_id: str) -> list[str]:
+        return self.inner.handles_to_recover(runtime_id)
+
+    def census(self, runtime_id: str) -> HandleCensus:
+        return self.inner.census(runtime_id)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self.inner.get_handle(runtime_id, handle_id)

@@ -213,22 +213,23 @@ def test_a_damaged_record_is_reported_with_its_key_and_the_rest_is_served(
         session.close()
 
 
-def test_a_damaged_handle_state_summary_quarantines_its_runtime_only(
+def test_a_damaged_root_record_quarantines_its_runtime_only(
         data_dir: Path, model: ScriptedModelServer) -> None:
-    """The summaries are what a start reads: one it cannot trust makes that runtime DATA_LOSS (naming
-    the key) instead of recovering it from a guess, and every other runtime serves."""
+    """A start reads each runtime's root (and the handles to recover): one it cannot trust makes that
+    runtime DATA_LOSS, naming the key, instead of running on a guess, and every other runtime serves."""
     good, bad = two_runtimes(data_dir, model)
-    rewrite_record(data_dir, Table.HANDLE_STATES, pair_key(*bad), value=b"TN\x01{not json")
-    key = f"damaged record handle_states/{bad[0]}/{bad[1]}"
+    rewrite_record(data_dir, Table.HANDLES, pair_key(bad[0], "root"), value=b"TN\x01{not json")
+    key = f"damaged record handles/{bad[0]}/root"
 
     session = Session(data_dir)
     try:
         assert session.proc.proc is not None and session.proc.proc.poll() is None
-        assert run_turn(session.stub, *good, "still there?").status == "done"
-        code, details = code_of(lambda: session.stub.Snapshot(
-            pb.SnapshotRequest(runtime_id=bad[0], handle="root"), timeout=10))
-        assert code is grpc.StatusCode.DATA_LOSS and key in details, (code, details)
         assert key in session.proc.logs()
+        assert run_turn(session.stub, *good, "still there?").status == "done"
+        for handle in ("root", bad[1]):
+            code, details = code_of(lambda h=handle: session.stub.Snapshot(
+                pb.SnapshotRequest(runtime_id=bad[0], handle=h), timeout=10))
+            assert code is grpc.StatusCode.DATA_LOSS and key in details, (code, details)
     finally:
         session.close()
 

@@ -73,3 +73,19 @@ async def test_event_retention_drops_the_oldest_and_refuses_a_stale_watch(bench:
         if ev.seq == rt.last_seq():
             break
     assert replayed == [e.seq for e in stored]
+
+
+async def test_past_a_larger_retention_the_oldest_events_are_dropped_in_batches(bench: Bench) -> None:
+    """Retention 64: up to 64/16 = 4 events past it wait for the next drop, which then keeps 64."""
+    bench.model.script = lambda body: chat_response(content="ok")
+    rt = await new_runtime(bench, "batched", AgentDef(name="a"), event_retention=64)
+    h = await rt.spawn("root", "a")
+    counts = set()
+    for _ in range(30):
+        await rt.wake(h.id, "go")
+        await rt.wait(h.id, 5000)
+        stored = bench.store.events("batched", 0, 1000)
+        assert 64 <= len(stored) <= 64 + 4 or rt.last_seq() < 64
+        assert stored[0].seq == rt.first_seq and stored[-1].seq == rt.last_seq()
+        counts.add(len(stored))
+    assert rt.last_seq() > 100 and len(counts - {64}) > 0 and 64 in counts

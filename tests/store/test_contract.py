@@ -233,34 +233,43 @@ def handle_record(hid: str, state: str, **fields: object) -> JSON:
     return record(**{"id": hid, "state": state, "wake_queue": [], "escalating": False, **fields})
 
 
-async def test_handle_summaries_follow_every_handle_write(store: Store) -> None:
-    """Each handle put, overwrite, delete and purge is reflected in its summary, in key order."""
-    pending = {"id": "approve:root/b", "kind": "approval", "prompt": "ok?", "data": {"big": "x" * 100}}
+async def test_recovery_index_and_census_follow_every_handle_write(store: Store) -> None:
+    """Running, escalating and queue-holding handles are to recover; the census counts states (root
+    excluded) and open suspensions of leaves only, with the oldest's time; purge empties both."""
+    child_request = {"id": "q", "kind": "approval", "data": {"path": ["root", "root/p", "root/p/c"]}}
     await store.commit(Batch(handles={
         ("r1", "root"): handle_record("root", "idle"),
-        ("r1", "root/b"): handle_record("root/b", "suspended", pending=pending, suspended_at=12.5),
-        ("r1", "root/a"): handle_record("root/a", "running", wake_queue=[{"p": 1}, {"p": 2}]),
-        ("r2", "root"): handle_record("root", "idle")}))
+        ("r1", "root/a"): handle_record("root/a", "running"),
+        ("r1", "root/p"): handle_record("root/p", "suspended", pending=child_request, suspended_at=30.0),
+        ("r1", "root/p/c"): handle_record("root/p/c", "suspended", pending=child_request, suspended_at=20.0),
+        ("r1", "root/e"): handle_record("root/e", "suspended", escalating=True,
+                                        pending={"id": "e", "kind": "input"}, suspended_at=25.0),
+        ("r1", "root/w"): handle_record("root/w", "idle", wake_queue=[["root/w/x", "go"]]),
+        ("r1", "root/z"): handle_record("root/z", "suspended", pending={"id": "z", "kind": "approval"},
+                                        suspended_at=10.0)}))
 
-    assert list(store.handle_summaries("r1")) == [
-        {"id": "root", "state": "idle", "escalating": False, "queued": 0},
-        {"id": "root/a", "state": "running", "escalating": False, "queued": 2},
-        {"id": "root/b", "state": "suspended", "escalating": False, "queued": 0,
-         "pending": {"id": "approve:root/b", "kind": "approval"}, "suspended_at": 12.5}]
+    assert store.handles_to_recover("r1") == ["root/a", "root/e", "root/w"]
+    census = store.census("r1")
+    assert census.states == {"running": 1, "suspended": 4, "idle": 1}
+    assert census.open == {"approval": (2, 10.0), "input": (1, 25.0)}
 
-    await store.commit(Batch(handles={("r1", "root/a"): None,
-                                      ("r1", "root/b"): handle_record("root/b", "running", escalating=True)}))
-    assert list(store.handle_summaries("r1")) == [
-        {"id": "root", "state": "idle", "escalating": False, "queued": 0},
-        {"id": "root/b", "state": "running", "escalating": True, "queued": 0}]
+    await store.commit(Batch(handles={("r1", "root/z"): handle_record("root/z", "running"),
+                                      ("r1", "root/a"): None}))
+    assert store.handles_to_recover("r1") == ["root/e", "root/w", "root/z"]
+    census = store.census("r1")
+    assert census.states == {"running": 1, "suspended": 3, "idle": 1}
+    assert census.open == {"approval": (1, 20.0), "input": (1, 25.0)}
 
     await store.commit(Batch(purge=["r1"]))
-    assert list(store.handle_summaries("r1")) == []
-    assert [s["id"] for s in store.handle_summaries("r2")] == ["root"]
+    assert store.handles_to_recover("r1") == []
+    assert store.census("r1").states == {} and store.census("r1").open == {}
 
 
-async def test_handle_summaries_of_a_large_runtime_are_all_read(store: Store) -> None:
-    """More handles than one read chunk holds: none skipped, none repeated."""
-    handles = {("r1", f"root/h.{i:05d}"): handle_record(f"root/h.{i:05d}", "idle") for i in range(2500)}
+async def test_the_recovery_index_of_a_large_runtime_is_complete(store: Store) -> None:
+    """Every running handle of many is listed once, in key order; idle ones never."""
+    handles = {("r1", f"root/h.{i:05d}"): handle_record(f"root/h.{i:05d}", "running" if i % 3 else "idle")
+               for i in range(2500)}
     await store.commit(Batch(handles=handles))
-    assert [s["id"] for s in store.handle_summaries("r1")] == sorted(hid for _, hid in handles)
+    assert store.handles_to_recover("r1") == sorted(hid for (_, hid), rec in handles.items()
+                                                    if rec["state"] == "running")
+    assert store.census("r1").states == {"running": 1666, "idle": 834}

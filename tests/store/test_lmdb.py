@@ -230,7 +230,7 @@ async def test_unsynced_store_round_trips(data_dir: Path) -> None:
 
 
 async def test_a_store_of_format_1_gets_its_handle_state_index_built(data_dir: Path) -> None:
-    """A data dir written before ``handle_states`` existed is migrated when first opened;
+    """A data dir written before ``handle_index`` existed is migrated when first opened;
     a damaged handle record is skipped by the migration (and reported when read)."""
     store = LmdbStore(data_dir)
     try:
@@ -241,14 +241,14 @@ async def test_a_store_of_format_1_gets_its_handle_state_index_built(data_dir: P
         store.close()
     with lmdb.open(str(data_dir), max_dbs=16) as env:  # what a version-1 daemon left behind
         with env.begin(write=True) as txn:
-            txn.drop(env.open_db(Table.HANDLE_STATES.encode(), txn=txn), delete=False)
+            txn.drop(env.open_db(Table.HANDLE_INDEX.encode(), txn=txn), delete=True)
             txn.put(pair_key("r1", "root/bad"), b"\xff not a record", db=env.open_db(b"handles", txn=txn))
             txn.put(META_FORMAT_KEY, b"1", db=env.open_db(b"meta", txn=txn))
 
     store = LmdbStore(data_dir)
     try:
-        assert [(s["id"], s["state"]) for s in store.handle_summaries("r1")] == [
-            ("root", "idle"), ("root/a", "running")]
+        assert store.handles_to_recover("r1") == ["root/a"]
+        assert store.census("r1").states == {"running": 1}
         assert store.info().format_version == FORMAT_VERSION
         with pytest.raises(StoreError, match="handles/r1/root/bad"):
             store.get_handle("r1", "root/bad")

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 # the most changes one transaction carries
 MAX_GROUP = 256
+# past the event retention, at most this many events wait for the next (batched) drop
+DROP_BATCH_MAX = 1024
 
 
 @dataclass
@@ -110,8 +112,10 @@ class Committer:
         for item in group:
             _merge(batch, item.batch)
         keep_from = self._retained_from(len(events))
-        if keep_from > self.first_seq:
+        if keep_from > self.first_seq + self._drop_slack():
             batch.drop_events.append((self._rt.id, keep_from))
+        else:
+            keep_from = self.first_seq
         await self._rt.deps.store.commit(batch)
         self.next_seq += len(events)
         self.first_seq = max(self.first_seq, keep_from)
@@ -129,6 +133,12 @@ class Committer:
         """The first seq to keep once ``adding`` more events are stored (retention 0 = keep all)."""
         retention = self._rt.options.event_retention
         return self.next_seq + adding - retention if retention > 0 else 0
+
+    def _drop_slack(self) -> int:
+        """How many events past the retention may wait for the next drop: dropping the oldest
+        events rewrites the left edge of the event table, so past a retention of 16 events they
+        are dropped in batches (1/16 of the retention, at most 1,024) rather than at every commit."""
+        return min(DROP_BATCH_MAX, self._rt.options.event_retention // 16)
 
     def _publish(self, events: list[Event]) -> None:
         self._rt.bus.publish(events)

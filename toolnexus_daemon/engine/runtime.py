@@ -103,16 +103,15 @@ class Runtime:
     def load_handles(self) -> None:
         """Keep in memory only what recovery needs; parked handles stay on disk until used.
 
-        Reads the handle-state summaries, not the handle records, so a start costs
-        about 100 bytes per parked handle, whatever the handles hold.
+        Reads the store's recovery index, not the handle records, so a start costs the
+        same whether 10 or 100,000 handles are parked.
         """
-        for summary in self.deps.store.handle_summaries(self.id):
-            if _needs_recovery(summary):
-                h = self._load_handle(str(summary["id"]))
-                if h is None:
-                    raise StoreError(f"handle_states/{self.id}/{summary['id']} names a handle with no record")
-                self.handles[h.id] = h
-                self._recovering.append(h)
+        for hid in dict.fromkeys([ROOT_ID, *self.deps.store.handles_to_recover(self.id)]):
+            h = self._load_handle(hid)
+            if h is None:
+                raise StoreError(f"recovery/{self.id}/{hid} names a handle with no record")
+            self.handles[h.id] = h
+            self._recovering.append(h)
 
     def _load_handle(self, handle_id: str) -> Handle | None:
         rec = self.deps.store.get_handle(self.id, handle_id)
@@ -384,9 +383,3 @@ def settled_result(h: Handle) -> TaskResult | None:
     if h.state is HandleState.IDLE and h.last_result is not None:
         return h.last_result
     return None
-
-
-def _needs_recovery(summary: JSON) -> bool:
-    """Running (or escalating inline) handles continue on start; queued wakes may need a slot."""
-    return (summary.get("state") == HandleState.RUNNING or bool(summary.get("queued"))
-            or bool(summary.get("escalating")) or summary.get("id") == ROOT_ID)

@@ -8,7 +8,7 @@ one ``Batch`` and lands in one write transaction, or not at all.
 Tables (all keyed under a runtime id):
   runtimes     runtime_id                    -> runtime record
   handles      (runtime_id, handle_id)       -> handle record
-  handle_states (runtime_id, handle_id)      -> the record's summary (``summary``), kept by the store
+  (handle_index: what ``handles_to_recover`` and ``census`` read, kept by the store with every handle write)
   messages     (runtime_id, handle_id, idx)  -> one transcript message (append per message)
   checkpoints  (runtime_id, handle_id)       -> the step checkpoint of a handle's open turn
   requests     (runtime_id, request_id)      -> request-index entry
@@ -17,7 +17,6 @@ Tables (all keyed under a runtime id):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +49,15 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class HandleCensus:
+    """One runtime's handles by state (root excluded) and its open suspensions by kind:
+    ``kind -> (count, suspended_at of the oldest)`` (0 when the oldest record has no time)."""
+
+    states: dict[str, int]
+    open: dict[str, tuple[int, float]]
+
+
+@dataclass(frozen=True)
 class StoreInfo:
     path: str
     size_bytes: int
@@ -75,9 +83,11 @@ class Store(Protocol):
     def handles(self, runtime_id: str) -> list[JSON]:
         """Every handle record of a runtime, in key order."""
 
-    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
-        """The summary (``store.summary``) of every handle of a runtime, in key order: what a start
-        reads instead of every handle record."""
+    def handles_to_recover(self, runtime_id: str) -> list[str]:
+        """Ids of the handles a start must look at (``summary.needs_recovery``), in key order."""
+
+    def census(self, runtime_id: str) -> HandleCensus:
+        """Counts kept with every handle write: reading them costs the same at any number of handles."""
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None: ...
 

@@ -6,8 +6,8 @@ are 8-byte big-endian so byte order is numeric order. The longest key is
 250 + 1 + 250 + 1 + 8 = 510 bytes, inside LMDB's 511-byte limit.
 
   runtimes                        rid
-  handles, handle_states,
-  checkpoints, requests           rid NUL id
+  handles, checkpoints, requests  rid NUL id
+  handle_index                    rid NUL tag ... (see ``handle_index``)
   messages                        rid NUL hid NUL index:u64be
   events                          rid NUL seq:u64be
 
@@ -18,7 +18,7 @@ than ``FORMAT_VERSION`` raises
 naming the table and key, so one bad record never hides the rest of a table.
 The ``meta`` table holds the store-wide format version as ASCII digits.
 
-Versions: 1, the first layout; 2 adds ``handle_states`` (see ``summary``),
+Versions: 1, the first layout; 2 adds ``handle_index`` (see ``handle_index``),
 which a store of version 1 gets built when it is first opened by a daemon
 that writes version 2. Record encodings did not change between them; the
 envelope carries the store's version so that an older daemon refuses
@@ -46,7 +46,7 @@ _U64 = struct.Struct(">Q")
 class Table(StrEnum):
     RUNTIMES = "runtimes"
     HANDLES = "handles"
-    HANDLE_STATES = "handle_states"
+    HANDLE_INDEX = "handle_index"
     MESSAGES = "messages"
     CHECKPOINTS = "checkpoints"
     REQUESTS = "requests"

@@ -25,12 +25,11 @@ import lmdb
 
 from ..errors import FormatTooNew, StoreError, StoreFull
 from ..model import JSON, Event
-from . import codec, lmdb_write
-from .base import Batch, StoreInfo
+from . import codec, handle_index, lmdb_write
+from .base import Batch, HandleCensus, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .dirlock import DirLock
 from .lmdb_write import GroupWriter, WriterStats
-from .summary import summarize
 
 log = logging.getLogger("toolnexus_daemon.store")
 
@@ -41,8 +40,6 @@ MAX_GROUP = 128
 # transaction per commit; a lone committer unchanged (it never waits). A fixed, unconditional window
 # instead cut a lone committer to a fifth.
 GROUP_WINDOW_S = 0.001
-# records decoded per read transaction by the scans that may cover a whole runtime
-SCAN_CHUNK = 1024
 
 
 class LmdbStore:
@@ -118,15 +115,20 @@ class LmdbStore:
         prefix = codec.runtime_prefix(runtime_id)
         return [codec.decode_value(Table.HANDLES, k, v) for k, v in self._scan(Table.HANDLES, prefix, prefix)]
 
-    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
-        """Read in chunks of ``SCAN_CHUNK``, each in its own read transaction, so a caller that
-        stops early holds no reader slot and a large runtime is never decoded all at once."""
-        prefix = codec.runtime_prefix(runtime_id)
-        first = prefix
-        while chunk := self._scan(Table.HANDLE_STATES, prefix, first, limit=SCAN_CHUNK):
-            for key, value in chunk:
-                yield codec.decode_value(Table.HANDLE_STATES, key, value)
-            first = chunk[-1][0] + b"\x00"  # the smallest key after the last one read
+    def handles_to_recover(self, runtime_id: str) -> list[str]:
+        prefix = handle_index.recovery_prefix(runtime_id)
+        rows = self._scan(Table.HANDLE_INDEX, prefix, prefix)
+        return [key[len(prefix):].decode("utf-8") for key, _ in rows]
+
+    def census(self, runtime_id: str) -> HandleCensus:
+        counts = self._get(Table.HANDLE_INDEX, handle_index.census_key(runtime_id)) or {}
+        states = {str(k): int(v) for k, v in dict(counts.get("states") or {}).items()}
+        open_by_kind: dict[str, tuple[int, float]] = {}
+        for kind, n in dict(counts.get("open") or {}).items():
+            prefix = handle_index.suspension_prefix(runtime_id, str(kind))
+            oldest = self._scan(Table.HANDLE_INDEX, prefix, prefix, limit=1)
+            open_by_kind[str(kind)] = (int(n), handle_index.since_of(oldest[0][0]) if oldest else 0.0)
+        return HandleCensus(states=states, open=open_by_kind)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._get(Table.HANDLES, codec.pair_key(runtime_id, handle_id))
@@ -251,9 +253,9 @@ def _format_version(path: Path, raw: bytes | None) -> int:
 
 
 def _migrate(txn: lmdb.Transaction, dbs: dict[Table, lmdb._Database], path: Path, version: int) -> None:
-    """Version 1 → 2: build ``handle_states`` from every handle record (in the opening transaction,
+    """Version 1 → 2: build ``handle_index`` from every handle record (in the opening transaction,
     so a kill during it leaves the store at version 1, to be migrated again)."""
-    built = damaged = 0
+    indexed = damaged = 0
     cursor = txn.cursor(db=dbs[Table.HANDLES])
     for raw_key, raw_value in cursor.iternext():
         key = bytes(raw_key)
@@ -261,15 +263,14 @@ def _migrate(txn: lmdb.Transaction, dbs: dict[Table, lmdb._Database], path: Path
             record = codec.decode_value(Table.HANDLES, key, bytes(raw_value))
         except StoreError as exc:  # reported again, with its key, when the handle is read
             damaged += 1
-            log.error("handle record skipped while building the handle-state index",
-                      extra={"error": str(exc)})
+            log.error("handle record skipped while building the handle indexes", extra={"error": str(exc)})
             continue
-        txn.put(key, codec.encode_value(Table.HANDLE_STATES, key, summarize(record)),
-                db=dbs[Table.HANDLE_STATES])
-        built += 1
+        rid, _, hid = key.decode("utf-8").partition("\x00")
+        handle_index.add(txn, dbs, rid, hid, record)
+        indexed += 1
     log.warning("store migrated to the current format", extra={
         "path": str(path), "from_version": version, "to_version": FORMAT_VERSION,
-        "handle_states_built": built, "damaged_handles": damaged})
+        "handles_indexed": indexed, "damaged_handles": damaged})
 
 
 def _retrieve_exception(future: asyncio.Future[None]) -> None:

@@ -5,7 +5,8 @@ the batch (the caller may reuse its dicts the moment ``commit`` is called) and
 surfaces bad ids or unencodable records before any transaction starts. The
 writer thread then only does LMDB work. Two operations cover every write:
 ``Put`` (a ``None`` value deletes) and ``DropFrom`` (delete the keys of a
-prefix in a key range), which serves ``truncate``, ``purge`` and ``drop_events``.
+prefix in a key range), which serves ``truncate``, ``purge`` and ``drop_events``;
+``IndexHandle`` keeps the handle indexes (``handle_index``) beside each handle record.
 
 ``GroupWriter`` is that thread, and it does group commit: a synced commit
 costs one fsync whatever it holds, so every batch queued while the previous
@@ -34,7 +35,7 @@ import lmdb
 
 from ..errors import StoreError
 from ..model import JSON
-from . import codec
+from . import codec, handle_index
 from .base import Batch, HandleKey
 from .codec import Table
 from .summary import summarize
@@ -58,20 +59,32 @@ class DropFrom:
     stop: bytes | None = None
 
 
-Op = Put | DropFrom
+@dataclass(frozen=True)
+class IndexHandle:
+    """Move a handle's rows in ``handle_index`` from what its stored record contributes to what
+    ``summary`` (of the record about to be written; None: deleted) does. Applied just before
+    the record's own ``Put``."""
+
+    runtime_id: str
+    handle_id: str
+    summary: JSON | None
+
+
+Op = Put | DropFrom | IndexHandle
 Tables = Mapping[Table, lmdb._Database]
 
 
 def prepare(batch: Batch) -> list[Op]:
-    """Every write of ``batch`` in apply order: purge, runtimes, handles (and their summaries),
+    """Every write of ``batch`` in apply order: purge, runtimes, handle index rows, handles,
     truncate, messages, checkpoints, requests, events, dropped events."""
     ops: list[Op] = []
     for rid in batch.purge:
         ops.extend(_purge(rid))
     for rid, runtime in batch.runtimes.items():
         ops.append(_put(Table.RUNTIMES, codec.runtime_key(rid), runtime))
+    ops.extend(IndexHandle(rid, hid, None if rec is None else summarize(rec))
+               for (rid, hid), rec in batch.handles.items())
     ops.extend(_pairs(Table.HANDLES, batch.handles))
-    ops.extend(_summaries(batch.handles))
     for rid, hid, index in batch.truncate:
         prefix = codec.message_prefix(rid, hid)
         ops.append(DropFrom(Table.MESSAGES, prefix, codec.message_key(rid, hid, index)))
@@ -97,12 +110,6 @@ def _pairs(table: Table, records: Mapping[HandleKey, Any]) -> list[Op]:
     return [_put(table, codec.pair_key(rid, sub_id), rec) for (rid, sub_id), rec in records.items()]
 
 
-def _summaries(handles: Mapping[HandleKey, JSON | None]) -> list[Op]:
-    """The ``handle_states`` entry of each handle written (deleted with it)."""
-    return [_put(Table.HANDLE_STATES, codec.pair_key(rid, hid), None if rec is None else summarize(rec))
-            for (rid, hid), rec in handles.items()]
-
-
 def _purge(runtime_id: str) -> list[Op]:
     prefix = codec.runtime_prefix(runtime_id)
     drops: list[Op] = [DropFrom(t, prefix, prefix) for t in Table if t is not Table.RUNTIMES]
@@ -114,6 +121,8 @@ def apply(txn: lmdb.Transaction, dbs: Tables, ops: list[Op]) -> None:
     for op in ops:
         if isinstance(op, Put):
             _apply_put(txn, dbs[op.table], op)
+        elif isinstance(op, IndexHandle):
+            handle_index.replace(txn, dbs, op.runtime_id, op.handle_id, op.summary)
         else:
             _drop_from(txn, dbs[op.table], op)
 

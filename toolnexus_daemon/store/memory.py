@@ -12,16 +12,16 @@ before changing anything, so a failing batch leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StoreError
 from ..model import JSON, Event
 from . import codec
-from .base import Batch, HandleKey, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, StoreInfo
 from .codec import FORMAT_VERSION, Table
-from .summary import summarize
+from .summary import contribution, summarize
 
 Encoded = bytes | None  # None deletes
 
@@ -108,9 +108,22 @@ class MemoryStore:
         found = sorted((hid, raw) for (rid, hid), raw in self._handles.items() if rid == runtime_id)
         return [_load(Table.HANDLES, f"{runtime_id}/{hid}", raw) for hid, raw in found]
 
-    def handle_summaries(self, runtime_id: str) -> Iterator[JSON]:
-        """Derived from the records on each call, so always what LMDB's index would hold."""
-        return iter([summarize(rec) for rec in self.handles(runtime_id)])
+    def handles_to_recover(self, runtime_id: str) -> list[str]:
+        """Derived from every record on each call: what LMDB's index must hold."""
+        return [str(rec["id"]) for rec in self.handles(runtime_id) if contribution(summarize(rec)).recover]
+
+    def census(self, runtime_id: str) -> HandleCensus:
+        """Counted from every record on each call: the reference LMDB's incremental counts must match."""
+        states: dict[str, int] = {}
+        open_by_kind: dict[str, tuple[int, float]] = {}
+        for rec in self.handles(runtime_id):
+            c = contribution(summarize(rec))
+            if c.state is not None:
+                states[c.state] = states.get(c.state, 0) + 1
+            if c.open_kind is not None:
+                n, oldest = open_by_kind.get(c.open_kind, (0, c.since))
+                open_by_kind[c.open_kind] = (n + 1, min(oldest, c.since))
+        return HandleCensus(states=states, open=open_by_kind)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         raw = self._handles.get((runtime_id, handle_id))

@@ -1,25 +1,27 @@
-"""The handle-state index: a few fields of every handle record, kept beside it.
+"""The handle summary: the few fields of a handle record that a start and the metrics need.
 
-A start must find the handles that need recovery and count handles by state
-(metrics) without reading every handle record: with 100,000 parked handles
-that read pages the whole handles table into the process and parses ~1 KB of
-JSON per handle. So with every handle record the store writes (or deletes),
-in the same transaction, its *summary* under the same key in the
-``handle_states`` table — about 100 bytes — and a start scans only that.
-
-The summary copies fields of the engine's handle record by name; it is a
-projection, with no rules of its own (``_needs_recovery`` and the metrics
-census decide what the fields mean):
+What a handle record contributes to ``handle_index`` is decided from its
+summary, which copies fields of the engine's handle record by name:
 
   id, state, escalating   as in the record
   queued                  the number of wakes waiting in ``wake_queue``
   pending                 ``{id, kind}`` of the open Request, when there is one
+  leaf                    whether the handle raised that Request itself (the last id of
+                          ``pending.data.path``, or no path), rather than being suspended
+                          on a child's — a nested suspension is one open suspension
   suspended_at            when the handle was parked (absent when the record has none)
+
+and ``contribution`` holds the rules that read them: a handle is recovered on
+start when it is running, escalating inline or holding queued wakes; it is
+counted by its state (the root excepted, as ``List`` excepts it); and it is an
+open suspension when it is a suspended leaf with a pending Request.
 """
 
 from __future__ import annotations
 
-from ..model import JSON
+from dataclasses import dataclass
+
+from ..model import JSON, ROOT_ID
 
 
 def summarize(record: JSON) -> JSON:
@@ -29,6 +31,36 @@ def summarize(record: JSON) -> JSON:
     pending = record.get("pending")
     if isinstance(pending, dict) and pending.get("id"):
         out["pending"] = {"id": pending.get("id"), "kind": pending.get("kind", "")}
-    if record.get("suspended_at") is not None:
+        data = pending.get("data")
+        path = data.get("path") if isinstance(data, dict) else None
+        out["leaf"] = not path or not isinstance(path, list) or path[-1] == record.get("id")
+    if record.get("suspended_at"):
         out["suspended_at"] = record["suspended_at"]
     return out
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one handle adds to the indexes: a recovery row, one count under ``state`` and, for an
+    open suspension, one count and one age row under ``open_kind``."""
+
+    recover: bool
+    state: str | None
+    open_kind: str | None
+    since: float
+
+
+def needs_recovery(summary: JSON) -> bool:
+    """Running (or escalating inline) handles continue on start; queued wakes may need a slot."""
+    return (summary.get("state") == "running" or bool(summary.get("escalating"))
+            or bool(summary.get("queued")))
+
+
+def contribution(summary: JSON) -> Contribution:
+    is_root = summary.get("id") == ROOT_ID
+    state = None if is_root else str(summary.get("state") or "")
+    pending = summary.get("pending") or {}
+    is_open = (not is_root and state == "suspended" and bool(pending.get("id")) and bool(summary.get("leaf")))
+    return Contribution(recover=needs_recovery(summary), state=state,
+                        open_kind=str(pending.get("kind") or "") if is_open else None,
+                        since=float(summary.get("suspended_at") or 0.0) if is_open else 0.0)

@@ -1,0 +1,144 @@
+"""The index kept beside every handle record, in the transaction that writes it.
+
+A start must find the handles to recover, and a metrics scrape must count
+handles by state and tell the age of the oldest open suspension — with
+100,000 handles parked, neither may read every handle. So whenever a handle
+record is written or deleted, the writer thread updates, in the same write
+transaction, what that handle contributes to one ``handle_index`` table,
+whose keys start with the runtime prefix and a tag:
+
+  rid NUL 0x01                          -> census {"states": {state: n}, "open": {kind: n}}
+  rid NUL 0x02 hid                      -> b""  a handle a start must look at
+  rid NUL 0x03 kind# since:u64be hid#   -> b""  an open suspension, oldest first per kind
+
+(``kind#``/``hid#`` are 8-byte digests, so a key stays inside LMDB's limit
+whatever the lengths of the ids; ``since`` is microseconds since the epoch.)
+One table, so a commit that changes a handle's state dirties one more leaf
+page or two, not a B-tree path in each of several tables.
+
+A handle's contribution is a pure function of its record (``summary``): the
+writer reads the record being replaced, takes back what it contributed and
+adds what the new one does, so the index can never drift from the records,
+and a purge of the runtime's prefix removes it with everything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping
+
+import lmdb
+
+from ..errors import StoreError
+from ..model import JSON
+from . import codec
+from .codec import Table
+from .summary import Contribution, contribution, summarize
+
+CENSUS_TAG = b"\x01"
+RECOVERY_TAG = b"\x02"
+SUSPENSION_TAG = b"\x03"
+_SINCE = struct.Struct(">Q")
+
+Tables = Mapping[Table, lmdb._Database]
+
+
+def replace(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str,
+            summary: JSON | None) -> None:
+    """Before a handle record is overwritten (or deleted, ``summary`` None): move its index rows
+    from what the stored record contributes to what ``summary`` does."""
+    old = _stored_record(txn, dbs[Table.HANDLES], codec.pair_key(runtime_id, handle_id))
+    before = contribution(summarize(old)) if old is not None else None
+    after = contribution(summary) if summary is not None else None
+    if before == after:
+        return
+    if before is not None:
+        _apply(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, before, -1)
+    if after is not None:
+        _apply(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, after, +1)
+
+
+def add(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str, record: JSON) -> None:
+    """Add the rows of a stored record that has none yet (building the index of an older store)."""
+    _apply(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, contribution(summarize(record)), +1)
+
+
+def census_key(runtime_id: str) -> bytes:
+    return codec.runtime_prefix(runtime_id) + CENSUS_TAG
+
+
+def recovery_prefix(runtime_id: str) -> bytes:
+    return codec.runtime_prefix(runtime_id) + RECOVERY_TAG
+
+
+def suspension_prefix(runtime_id: str, kind: str) -> bytes:
+    return codec.runtime_prefix(runtime_id) + SUSPENSION_TAG + _digest(kind)
+
+
+def since_of(suspension_key: bytes) -> float:
+    """The ``since`` (seconds) of a suspension row's key."""
+    return float(_SINCE.unpack(suspension_key[-16:-8])[0]) / 1e6
+
+
+def _stored_record(txn: lmdb.Transaction, db: lmdb._Database, key: bytes) -> JSON | None:
+    raw = txn.get(key, db=db)
+    if raw is None:
+        return None
+    try:
+        return codec.decode_value(Table.HANDLES, key, bytes(raw))
+    except StoreError:
+        return None  # a damaged record added nothing when the index was built; it takes nothing back
+
+
+def _apply(txn: lmdb.Transaction, db: lmdb._Database, runtime_id: str, handle_id: str, c: Contribution,
+           sign: int) -> None:
+    for row in _rows(runtime_id, handle_id, c):
+        if sign > 0:
+            txn.put(row, b"", db=db)
+        else:
+            txn.delete(row, db=db)
+    _count(txn, db, runtime_id, c, sign)
+
+
+def _rows(runtime_id: str, handle_id: str, c: Contribution) -> list[bytes]:
+    rows = []
+    if c.recover:
+        rows.append(recovery_prefix(runtime_id) + codec.id_bytes("handle id", handle_id))
+    if c.open_kind is not None:
+        since_us = max(0, int(c.since * 1e6))
+        rows.append(suspension_prefix(runtime_id, c.open_kind) + _SINCE.pack(since_us) + _digest(handle_id))
+    return rows
+
+
+def _count(txn: lmdb.Transaction, db: lmdb._Database, runtime_id: str, c: Contribution, sign: int) -> None:
+    if c.state is None and c.open_kind is None:
+        return
+    key = census_key(runtime_id)
+    census = _decoded_census(key, txn.get(key, db=db))
+    if c.state is not None:
+        _bump(census.setdefault("states", {}), c.state, sign)
+    if c.open_kind is not None:
+        _bump(census.setdefault("open", {}), c.open_kind, sign)
+    txn.put(key, codec.encode_value(Table.HANDLE_INDEX, key, census), db=db)
+
+
+def _decoded_census(key: bytes, raw: bytes | memoryview | None) -> JSON:
+    if raw is None:
+        return {}
+    try:
+        return codec.decode_value(Table.HANDLE_INDEX, key, bytes(raw))
+    except StoreError:
+        return {}
+
+
+def _bump(counts: dict[str, int], name: str, sign: int) -> None:
+    n = int(counts.get(name, 0)) + sign
+    if n > 0:
+        counts[name] = n
+    else:
+        counts.pop(name, None)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=8).digest()
