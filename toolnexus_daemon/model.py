@@ -66,6 +66,21 @@ def _drop_empty(d: JSON) -> JSON:
     return {k: v for k, v in d.items() if v is not None}
 
 
+def _copied(data: JSON | None) -> JSON | None:
+    """A deep copy of JSON data (what ``asdict`` gave), so a record never aliases a live value."""
+    if data is None:
+        return None
+    return {k: _copied_value(v) for k, v in data.items()}
+
+
+def _copied_value(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _copied_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_copied_value(x) for x in v]
+    return v
+
+
 @dataclass(frozen=True)
 class Request:
     """An out-of-band question a suspended tool waits on (DESIGN §2)."""
@@ -78,7 +93,9 @@ class Request:
     expires_at: str | None = None
 
     def to_json(self) -> JSON:
-        return _drop_empty(asdict(self))
+        # by hand, not dataclasses.asdict: this runs for every suspended handle in every commit
+        return _drop_empty({"id": self.id, "kind": self.kind, "prompt": self.prompt, "url": self.url,
+                            "data": _copied(self.data), "expires_at": self.expires_at})
 
     @classmethod
     def from_json(cls, d: JSON) -> Request:
@@ -99,7 +116,7 @@ class Answer:
     reason: str | None = None
 
     def to_json(self) -> JSON:
-        return _drop_empty(asdict(self))
+        return _drop_empty({"id": self.id, "ok": self.ok, "data": _copied(self.data), "reason": self.reason})
 
     @classmethod
     def from_json(cls, d: JSON) -> Answer:
@@ -144,7 +161,8 @@ class Usage:
                      self.total_tokens + other.total_tokens)
 
     def to_json(self) -> JSON:
-        return asdict(self)
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens}
 
     @classmethod
     def from_json(cls, d: JSON | None) -> Usage:
@@ -197,7 +215,7 @@ class Budget:
     max_depth: int = 0
 
     def to_json(self) -> JSON:
-        return {k: v for k, v in asdict(self).items() if v}
+        return {f.name: v for f in _BUDGET_FIELDS if (v := getattr(self, f.name))}
 
     @classmethod
     def from_json(cls, d: JSON | None) -> Budget:
@@ -206,7 +224,10 @@ class Budget:
 
     def merged(self, override: Budget) -> Budget:
         """Fields set in ``override`` win."""
-        return replace(self, **{k: v for k, v in asdict(override).items() if v})
+        return replace(self, **override.to_json())
+
+
+_BUDGET_FIELDS = fields(Budget)
 
 
 @dataclass(frozen=True)

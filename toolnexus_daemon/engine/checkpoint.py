@@ -87,12 +87,15 @@ class Checkpoint:
     tokens: int = 0  # tokens spent by this wake
     step: Step | None = None
     answer: Answer | None = None  # an accepted Answer not yet applied to step.pending_idx
+    # the calls that answer re-runs already have their new call_ids (given by the acceptance's commit)
+    reinvoke_announced: bool = False
 
     def to_json(self) -> JSON:
         return {"input": self.input, "turn_start": self.turn_start,
                 "drained": [i.to_json() for i in self.drained], "turns": self.turns,
                 "tokens": self.tokens, "step": self.step.to_json() if self.step else None,
-                "answer": self.answer.to_json() if self.answer else None}
+                "answer": self.answer.to_json() if self.answer else None,
+                **({"reinvoke_announced": True} if self.reinvoke_announced else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Checkpoint:
@@ -100,7 +103,8 @@ class Checkpoint:
                    drained=[InboxItem.from_json(i) for i in d.get("drained") or []],
                    turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
                    step=Step.from_json(d["step"]) if d.get("step") else None,
-                   answer=Answer.from_json(d["answer"]) if d.get("answer") else None)
+                   answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
+                   reinvoke_announced=bool(d.get("reinvoke_announced")))
 
 
 def request_id_for(call_base: str) -> str:

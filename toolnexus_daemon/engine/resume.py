@@ -21,6 +21,7 @@ from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
 from . import notes
 from .change import Change
 from .handle import Handle, storable_id
+from .step import announce_reinvocations
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -63,7 +64,7 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     change = Change()
     change.requests[answer.id] = {"request": entry["request"], "handles": handles}
     for h in chain:
-        _restart(h, effective, change, cascade=h is not leaf)
+        _restart(rt, h, effective, change, cascade=h is not leaf)
     return Accepted(chain=chain, duplicate=False), change
 
 
@@ -107,8 +108,9 @@ def _suspended_on(h: Handle, request_id: str) -> bool:
     return h.state is HandleState.SUSPENDED and h.pending is not None and h.pending.id == request_id
 
 
-def _restart(h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
-    """``suspended→idle→running`` with the answer waiting in the checkpoint."""
+def _restart(rt: Runtime, h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
+    """``suspended→idle→running`` with the answer waiting in the checkpoint, and the calls it
+    re-runs announced with their new call_ids."""
     assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"
     h.cp.answer = answer
     h.pending = None
@@ -121,3 +123,4 @@ def _restart(h: Handle, answer: Answer, change: Change, *, cascade: bool) -> Non
         change.event(h, EventType.REATTACH, notes.cascade(h.id))
     change.transition(h, "suspended", "idle", notes.answer_accepted(h.id))
     change.transition(h, "idle", "running", notes.running_again(h.id))
+    announce_reinvocations(rt, h, h.cp, change)

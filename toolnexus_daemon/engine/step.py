@@ -43,13 +43,26 @@ async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change
     if not todo:
         return deferred
     again = [i for i in todo if i in step.results]
-    if again:  # new attempts get new call_ids, which must be durable before they are dispatched
+    if again and not cp.reinvoke_announced:
+        # new attempts get new call_ids, which must be durable before they are dispatched
         await rt.commit(announce(rt, h, step, again, Change()).checkpoint(h, cp))
     into = deferred if len(todo) == 1 else None
     await asyncio.gather(*(_run_call(rt, h, cp, step, i, i == answered, into) for i in todo))
     if answered is not None:
         cp.answer = None  # persisted by the commit that follows
+        cp.reinvoke_announced = False
     return deferred
+
+
+def announce_reinvocations(rt: Runtime, h: Handle, cp: Checkpoint, change: Change) -> None:
+    """Give the calls an accepted answer will run again their new call_ids in ``change`` — the
+    acceptance's own commit — so their dispatch needs no commit of its own, and a crash before
+    their results re-dispatches them with those same call_ids."""
+    step = cp.step
+    again = [i for i in step.open_calls() if i in step.results] if step is not None else []
+    if step is not None and again:
+        announce(rt, h, step, again, change)
+        cp.reinvoke_announced = True
 
 
 def announce(rt: Runtime, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
