@@ -102,10 +102,11 @@ def main() -> int:
     p.add_argument("--no-sync", action="store_true", help="profile a --no-sync daemon (CPU, no fsync waits)")
     p.add_argument("--idle", action="store_true", help="count idle samples too (wall time)")
     p.add_argument("--gil", action="store_true", help="only samples holding the GIL (Python CPU)")
+    p.add_argument("--native", action="store_true", help="include C/Cython frames (grpc's core, lmdb)")
     p.add_argument("--park", type=int, default=0, help="park this many suspended handles in the runtime first")
     ns = p.parse_args()
     flags = "".join(f"-{f}" for f, on in (("nosync", ns.no_sync), ("idle", ns.idle), ("gil", ns.gil),
-                                          (f"park{ns.park}", ns.park)) if on)
+                                          ("native", ns.native), (f"park{ns.park}", ns.park)) if on)
     raw = ROOT / "bench" / "results" / f"profile-{ns.workload}{flags}.txt"
     raw.parent.mkdir(parents=True, exist_ok=True)
     args = ("--no-sync",) if ns.workload == "park" or ns.no_sync else ()
@@ -117,11 +118,15 @@ def main() -> int:
                 asyncio.run(_park(tcp_target(proc), ns.park))
             asyncio.run(_workload(ns.workload, tcp_target(proc), 2.0, model_url))  # warm-up
             spy_args = [PY_SPY, "record", "--pid", str(proc.proc.pid), "--rate", str(ns.rate), "--format", "raw",
-                        "--output", str(raw), "--duration", str(int(ns.seconds) + 2), "--nonblocking"]
+                        "--output", str(raw), "--duration", str(int(ns.seconds) + 2)]
+            if not ns.native:  # native stacks need the process paused while sampled
+                spy_args.append("--nonblocking")
             if ns.idle:
                 spy_args.append("--idle")
             if ns.gil:
                 spy_args.append("--gil")
+            if ns.native:
+                spy_args.append("--native")
             spy = subprocess.Popen(spy_args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             time.sleep(1.0)
             n = asyncio.run(_workload(ns.workload, tcp_target(proc), ns.seconds, model_url))
