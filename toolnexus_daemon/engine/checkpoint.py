@@ -55,6 +55,10 @@ class Step:
         return [i for i in range(len(self.calls))
                 if i not in self.results or self.results[i].pending is not None]
 
+    def reruns(self) -> list[int]:
+        """Calls that ran and suspended: an applied answer runs them again, as new attempts."""
+        return [i for i in self.open_calls() if i in self.results]
+
     def first_pending(self) -> int | None:
         for i in range(len(self.calls)):
             result = self.results.get(i)

@@ -42,7 +42,7 @@ async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change
     deferred = Change()
     if not todo:
         return deferred
-    again = [i for i in todo if i in step.results]
+    again = step.reruns() if answered is not None else []
     if again and not cp.reinvoke_announced:
         # new attempts get new call_ids, which must be durable before they are dispatched
         await rt.commit(announce(rt, h, step, again, Change()).checkpoint(h, cp))
@@ -59,7 +59,7 @@ def announce_reinvocations(rt: Runtime, h: Handle, cp: Checkpoint, change: Chang
     acceptance's own commit — so their dispatch needs no commit of its own, and a crash before
     their results re-dispatches them with those same call_ids."""
     step = cp.step
-    again = [i for i in step.open_calls() if i in step.results] if step is not None else []
+    again = step.reruns() if step is not None else []
     if step is not None and again:
         announce(rt, h, step, again, change)
         cp.reinvoke_announced = True

@@ -53,15 +53,20 @@ def replace(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str,
     after = contribution(summary) if summary is not None else None
     if before == after:
         return
-    if before is not None:
-        _apply(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, before, -1)
-    if after is not None:
-        _apply(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, after, +1)
+    db = dbs[Table.HANDLE_INDEX]
+    for row in _rows(runtime_id, handle_id, before) if before is not None else []:
+        txn.delete(row, db=db)
+    for row in _rows(runtime_id, handle_id, after) if after is not None else []:
+        txn.put(row, b"", db=db)
+    _count(txn, db, runtime_id, [(c, sign) for c, sign in ((before, -1), (after, +1)) if c is not None])
 
 
 def add(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str, record: JSON) -> None:
     """Add the rows of a stored record that has none yet (building the index of an older store)."""
-    _apply(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, contribution(summarize(record)), +1)
+    c = contribution(summarize(record))
+    for row in _rows(runtime_id, handle_id, c):
+        txn.put(row, b"", db=dbs[Table.HANDLE_INDEX])
+    _count(txn, dbs[Table.HANDLE_INDEX], runtime_id, [(c, +1)])
 
 
 def census_key(runtime_id: str) -> bytes:
@@ -91,16 +96,6 @@ def _stored_record(txn: lmdb.Transaction, db: lmdb._Database, key: bytes) -> JSO
         return None  # a damaged record added nothing when the index was built; it takes nothing back
 
 
-def _apply(txn: lmdb.Transaction, db: lmdb._Database, runtime_id: str, handle_id: str, c: Contribution,
-           sign: int) -> None:
-    for row in _rows(runtime_id, handle_id, c):
-        if sign > 0:
-            txn.put(row, b"", db=db)
-        else:
-            txn.delete(row, db=db)
-    _count(txn, db, runtime_id, c, sign)
-
-
 def _rows(runtime_id: str, handle_id: str, c: Contribution) -> list[bytes]:
     rows = []
     if c.recover:
@@ -111,15 +106,19 @@ def _rows(runtime_id: str, handle_id: str, c: Contribution) -> list[bytes]:
     return rows
 
 
-def _count(txn: lmdb.Transaction, db: lmdb._Database, runtime_id: str, c: Contribution, sign: int) -> None:
-    if c.state is None and c.open_kind is None:
+def _count(txn: lmdb.Transaction, db: lmdb._Database, runtime_id: str,
+           changes: list[tuple[Contribution, int]]) -> None:
+    """Apply every (contribution, ±1) to the runtime's census in one read and one write."""
+    changes = [(c, sign) for c, sign in changes if c.state is not None or c.open_kind is not None]
+    if not changes:
         return
     key = census_key(runtime_id)
     census = _decoded_census(key, txn.get(key, db=db))
-    if c.state is not None:
-        _bump(census.setdefault("states", {}), c.state, sign)
-    if c.open_kind is not None:
-        _bump(census.setdefault("open", {}), c.open_kind, sign)
+    for c, sign in changes:
+        if c.state is not None:
+            _bump(census.setdefault("states", {}), c.state, sign)
+        if c.open_kind is not None:
+            _bump(census.setdefault("open", {}), c.open_kind, sign)
     txn.put(key, codec.encode_value(Table.HANDLE_INDEX, key, census), db=db)
 
 
