@@ -47,18 +47,20 @@ class HttpConfig(_message.Message):
     def __init__(self, method: _Optional[str] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., query: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ToolDef(_message.Message):
-    __slots__ = ("name", "description", "input_schema", "source", "http")
+    __slots__ = ("name", "description", "input_schema", "source", "http", "deadline_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     input_schema: _struct_pb2.Struct
     source: str
     http: HttpConfig
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ...) -> None: ...
+    deadline_ms: int
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
 
 class AgentDef(_message.Message):
     __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for", "request_params")
@@ -170,7 +172,7 @@ class Usage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ...) -> None: ...
 
 class TaskResult(_message.Message):
-    __slots__ = ("status", "text", "is_error", "pending", "turns", "total_tokens", "limit")
+    __slots__ = ("status", "text", "is_error", "pending", "turns", "total_tokens", "limit", "usage_estimated")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +180,7 @@ class TaskResult(_message.Message):
     TURNS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     status: str
     text: str
     is_error: bool
@@ -185,7 +188,8 @@ class TaskResult(_message.Message):
     turns: int
     total_tokens: int
     limit: str
-    def __init__(self, status: _Optional[str] = ..., text: _Optional[str] = ..., is_error: _Optional[bool] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., turns: _Optional[int] = ..., total_tokens: _Optional[int] = ..., limit: _Optional[str] = ...) -> None: ...
+    usage_estimated: bool
+    def __init__(self, status: _Optional[str] = ..., text: _Optional[str] = ..., is_error: _Optional[bool] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., turns: _Optional[int] = ..., total_tokens: _Optional[int] = ..., limit: _Optional[str] = ..., usage_estimated: _Optional[bool] = ...) -> None: ...
 
 class InboxItem(_message.Message):
     __slots__ = ("channel", "text")
@@ -197,7 +201,7 @@ class InboxItem(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., text: _Optional[str] = ..., **kwargs) -> None: ...
 
 class HandleSnapshot(_message.Message):
-    __slots__ = ("id", "agent", "state", "parent", "children", "last_result", "usage_total", "turns_total", "pending", "inbox", "task_key", "usage", "depth")
+    __slots__ = ("id", "agent", "state", "parent", "children", "last_result", "usage_total", "turns_total", "pending", "inbox", "task_key", "usage", "depth", "usage_estimated")
     ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +215,7 @@ class HandleSnapshot(_message.Message):
     TASK_KEY_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    USAGE_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     id: str
     agent: str
     state: str
@@ -224,7 +229,8 @@ class HandleSnapshot(_message.Message):
     task_key: str
     usage: Usage
     depth: int
-    def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ...) -> None: ...
+    usage_estimated: bool
+    def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ..., usage_estimated: _Optional[bool] = ...) -> None: ...
 
 class NewRequest(_message.Message):
     __slots__ = ("runtime_id", "agents", "llm", "options", "runtime_key")
@@ -387,8 +393,12 @@ class PostRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., item: _Optional[_Union[InboxItem, _Mapping]] = ...) -> None: ...
 
 class PostResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("position", "inbox_cap")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    INBOX_CAP_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    inbox_cap: int
+    def __init__(self, position: _Optional[int] = ..., inbox_cap: _Optional[int] = ...) -> None: ...
 
 class InterruptRequest(_message.Message):
     __slots__ = ("runtime_id", "handle")
@@ -399,8 +409,14 @@ class InterruptRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ...) -> None: ...
 
 class InterruptResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("from_state", "cancelled_request", "inbox_restored")
+    FROM_STATE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    INBOX_RESTORED_FIELD_NUMBER: _ClassVar[int]
+    from_state: str
+    cancelled_request: str
+    inbox_restored: int
+    def __init__(self, from_state: _Optional[str] = ..., cancelled_request: _Optional[str] = ..., inbox_restored: _Optional[int] = ...) -> None: ...
 
 class CloseRequest(_message.Message):
     __slots__ = ("runtime_id", "handle")
