@@ -24,6 +24,14 @@ def test_post_lands_in_the_inbox(stub: pb_grpc.AgentRuntimeStub) -> None:
     assert [(getattr(i, "from"), i.channel, i.text) for i in snap.inbox] == [("ops", "chat", "hi there")]
 
 
+def test_post_answers_the_place_in_the_inbox_and_the_cap(stub: pb_grpc.AgentRuntimeStub) -> None:
+    """A sender learns where its item stands, so it can see the inbox filling before a rejection."""
+    rid, handle = _runtime_with_child(stub)
+    places = [stub.Post(pb.PostRequest(runtime_id=rid, handle=handle, item=pb.InboxItem(text=f"n{i}")),
+                        timeout=5) for i in range(3)]
+    assert [(p.position, p.inbox_cap) for p in places] == [(1, 8), (2, 8), (3, 8)]
+
+
 def test_close_then_shutdown_keeps_state_and_purge_deletes_it(stub: pb_grpc.AgentRuntimeStub) -> None:
     rid, handle = _runtime_with_child(stub)
     stub.Close(pb.CloseRequest(runtime_id=rid, handle=handle), timeout=5)

@@ -90,3 +90,13 @@ def test_list_shows_the_handles_of_a_runtime(stub: pb_grpc.AgentRuntimeStub,
     listed = stub.List(pb.ListRequest(runtime_id=rid), timeout=5)
     assert [h.id for h in listed.handles] == [handle]
     assert listed.handles[0].state == "suspended"
+
+
+def test_interrupt_says_which_request_it_cancelled(stub: pb_grpc.AgentRuntimeStub,
+                                                   model: ScriptedModelServer) -> None:
+    """Interrupt of a suspended handle answers what it did: the state it left and the cancelled id."""
+    rid, handle, pending = _suspended(stub, model)
+    done = stub.Interrupt(pb.InterruptRequest(runtime_id=rid, handle=handle), timeout=5)
+    assert (done.from_state, done.cancelled_request, done.inbox_restored) == ("suspended", pending.pending.id, 0)
+    code, details = code_of(lambda: stub.Interrupt(pb.InterruptRequest(runtime_id=rid, handle=handle), timeout=5))
+    assert code is grpc.StatusCode.FAILED_PRECONDITION and "idle" in details

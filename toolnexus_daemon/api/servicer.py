@@ -175,14 +175,15 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
     async def Post(self, request: pb.PostRequest, context: Ctx) -> pb.PostResponse:
         check_prompt(self.facts.limits, request.item.text, "item.text")
         rt = self._runtime(request.runtime_id, context)
-        await rt.post(request.handle, convert.inbox_item_from(request.item))
-        return pb.PostResponse()
+        position = await rt.post(request.handle, convert.inbox_item_from(request.item))
+        return pb.PostResponse(position=position, inbox_cap=rt.options.inbox_cap)
 
     @unary
     async def Interrupt(self, request: pb.InterruptRequest, context: Ctx) -> pb.InterruptResponse:
         rt = self._runtime(request.runtime_id, context)
-        await rt.interrupt(request.handle)
-        return pb.InterruptResponse()
+        done = await rt.interrupt(request.handle)
+        return pb.InterruptResponse(from_state=str(done.from_state), cancelled_request=done.cancelled_request,
+                                    inbox_restored=done.inbox_restored)
 
     @unary
     async def Close(self, request: pb.CloseRequest, context: Ctx) -> pb.CloseResponse:

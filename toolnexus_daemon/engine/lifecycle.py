@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import FailedPrecondition
@@ -24,11 +25,24 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 
-async def interrupt(rt: Runtime, h: Handle) -> None:
+@dataclass(frozen=True)
+class Interrupted:
+    """What an Interrupt did, so the caller need not guess from the state afterwards."""
+
+    from_state: HandleState  # running (turn aborted) or suspended (pending cancelled)
+    cancelled_request: str  # the cancelled request's id; empty for a running turn
+    inbox_restored: int  # drained inbox items the abandoned turn put back
+
+
+async def interrupt(rt: Runtime, h: Handle) -> Interrupted:
     """Abort ``h``'s running turn, or cancel its pending request; FAILED_PRECONDITION otherwise."""
+    prior = h.state
+    restored = len(h.cp.drained) if h.cp is not None else 0
+    cancelled = h.pending.id if h.pending is not None else ""
     if h.state is HandleState.RUNNING:
         await _stop_turn(rt, h)
         await _abandon(rt, h, "running", notes.interrupted(h.id), Status.INTERRUPTED)
+        cancelled = ""
     elif h.state is HandleState.SUSPENDED:
         for member in _pending_chain(rt, h):
             kind = member.pending.kind if member.pending else ""
@@ -37,6 +51,7 @@ async def interrupt(rt: Runtime, h: Handle) -> None:
     else:
         raise FailedPrecondition(f'handle "{h.id}" is {h.state}; only a running or suspended handle '
                                  "can be interrupted")
+    return Interrupted(prior, cancelled, restored)
 
 
 async def close(rt: Runtime, h: Handle, reason: str, *, keep_result: bool = False) -> None:

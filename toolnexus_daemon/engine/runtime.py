@@ -295,8 +295,9 @@ class Runtime:
         """Every handle in pre-order (spawn order within a parent), root excluded."""
         return self.preorder()[1:]
 
-    async def post(self, handle_id: str, item: InboxItem) -> None:
-        """Append an inbox item; a full inbox rejects at once (DESIGN §4 Inbox)."""
+    async def post(self, handle_id: str, item: InboxItem) -> int:
+        """Append an inbox item and return its 1-based place in the inbox; a full inbox rejects at
+        once (DESIGN §4 Inbox)."""
         h = self.handle(handle_id)
         if h.state is HandleState.CLOSED:
             raise FailedPrecondition(f"inbox closed: {h.id}")
@@ -307,9 +308,10 @@ class Runtime:
         h.inbox.append(item)
         note = f"{h.id}: post from {item.from_ or 'app'} on {item.channel or 'default'}"
         await self.commit(Change().save(h).event(h, EventType.POST, note))
+        return len(h.inbox)
 
-    async def interrupt(self, handle_id: str) -> None:
-        await lifecycle.interrupt(self, self.handle(handle_id))
+    async def interrupt(self, handle_id: str) -> lifecycle.Interrupted:
+        return await lifecycle.interrupt(self, self.handle(handle_id))
 
     async def close(self, handle_id: str) -> None:
         await lifecycle.close(self, self.handle(handle_id), "closed by request")
