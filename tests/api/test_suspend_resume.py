@@ -96,7 +96,9 @@ def test_interrupt_says_which_request_it_cancelled(stub: pb_grpc.AgentRuntimeStu
                                                    model: ScriptedModelServer) -> None:
     """Interrupt of a suspended handle answers what it did: the state it left and the cancelled id."""
     rid, handle, pending = _suspended(stub, model)
-    done = stub.Interrupt(pb.InterruptRequest(runtime_id=rid, handle=handle), timeout=5)
-    assert (done.from_state, done.cancelled_request, done.inbox_restored) == ("suspended", pending.pending.id, 0)
-    code, details = code_of(lambda: stub.Interrupt(pb.InterruptRequest(runtime_id=rid, handle=handle), timeout=5))
+    interrupt = pb.InterruptRequest(runtime_id=rid, handle=handle)
+    done = stub.Interrupt(interrupt, timeout=5)
+    assert (done.from_state, done.cancelled_request) == ("suspended", pending.pending.id)
+    assert done.inbox_restored == 0
+    code, details = code_of(lambda: stub.Interrupt(interrupt, timeout=5))
     assert code is grpc.StatusCode.FAILED_PRECONDITION and "idle" in details
