@@ -165,7 +165,7 @@ def test_a_second_daemon_on_the_data_dir_exits_naming_the_holder(data_dir: Path)
             second.start()
         assert second.proc is not None and second.proc.returncode not in (0, None)
         assert first.proc.proc is not None
-        assert f"pid {first.proc.proc.pid}" in second.logs() and str(data_dir) in second.logs()
+        assert second.has_logged(f"pid {first.proc.proc.pid}") and str(data_dir) in second.logs()
         assert first.stub.Info(pb.InfoRequest(), timeout=10).version  # the holder is untouched
     finally:
         first.close()
@@ -194,7 +194,7 @@ def assert_serves_the_rest(session: Session, good: tuple[str, str], bad: tuple[s
     code, details = code_of(lambda: session.stub.Snapshot(
         pb.SnapshotRequest(runtime_id=bad[0], handle=bad[1]), timeout=10))
     assert code is grpc.StatusCode.DATA_LOSS and key in details, (code, details)
-    assert key in session.proc.logs(), session.proc.logs()
+    assert session.proc.has_logged(key), session.proc.logs()
     root = session.stub.Snapshot(pb.SnapshotRequest(runtime_id=bad[0], handle="root"), timeout=10)
     assert root.id == "root"
     spawned = session.stub.Spawn(pb.SpawnRequest(runtime_id=bad[0], agent="talker"), timeout=10).handle
@@ -224,7 +224,7 @@ def test_a_damaged_root_record_quarantines_its_runtime_only(
     session = Session(data_dir)
     try:
         assert session.proc.proc is not None and session.proc.proc.poll() is None
-        assert key in session.proc.logs()
+        assert session.proc.has_logged(key), session.proc.logs()
         assert run_turn(session.stub, *good, "still there?").status == "done"
         for handle in ("root", bad[1]):
             code, details = code_of(lambda h=handle: session.stub.Snapshot(
@@ -257,5 +257,5 @@ def test_a_store_of_a_newer_format_is_refused_at_start(data_dir: Path) -> None:
     with pytest.raises(RuntimeError, match="daemon exited"):
         proc.start()
     assert proc.proc is not None and proc.proc.returncode not in (0, None)
-    assert f"format version {newer}" in proc.logs() and "upgrade" in proc.logs()
+    assert proc.has_logged(f"format version {newer}") and "upgrade" in proc.logs()
     assert json.dumps(str(data_dir))[1:-1] in proc.logs()

@@ -69,6 +69,16 @@ class DaemonProcess:
     def logs(self) -> str:
         return "\n".join(self.log_lines)
 
+    def has_logged(self, text: str, timeout: float = 10.0) -> bool:
+        """Whether ``text`` appears in the log within ``timeout``: the drain thread reads stderr
+        asynchronously, so a line the daemon wrote an instant ago may not be in ``logs()`` yet."""
+        deadline = time.monotonic() + timeout
+        while text not in self.logs():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
