@@ -166,7 +166,7 @@ def test_durable_nested_resume(daemon: DaemonProcess, runtimes: list[Runtime], c
     pending = rt.wait(top, timeout=30)
     leaf = f"{top}/asker.1"
     assert pending.status == "pending" and pending.pending is not None
-    assert pending.pending.kind == "approval" and pending.pending.data == {"path": ["root", top, leaf]}
+    assert pending.pending.kind == "approval" and pending.pending.data == {"path": leaf.split("/")}
     assert {rt.snapshot(top).state, rt.snapshot(leaf).state} == {"suspended"}
     usage_before = rt.snapshot(leaf).usage_total
     if crash:

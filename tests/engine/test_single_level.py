@@ -49,7 +49,7 @@ async def test_suspend_then_resume_ok_performs_the_action(bench: Bench) -> None:
     rt, hid, req_id = await _suspended(bench)
     snap = rt.snapshot(hid)
     assert snap.state is HandleState.SUSPENDED and snap.pending.kind == "authorization"
-    assert snap.pending.data == {"path": ["root", hid]}
+    assert snap.pending.data == {"path": hid.split("/")} == {"path": ["root", "secret.1"]}
     before = snap.usage.total_tokens
     out = await rt.resume(Answer(id=req_id, ok=True))
     assert out.handle == hid and out.result.status is Status.DONE and not out.duplicate

@@ -233,10 +233,13 @@ def handle_record(hid: str, state: str, **fields: object) -> JSON:
     return record(**{"id": hid, "state": state, "wake_queue": [], "escalating": False, **fields})
 
 
-async def test_recovery_index_and_census_follow_every_handle_write(store: Store) -> None:
+@pytest.mark.parametrize("leaf_path", [["root", "p", "c"], ["root", "root/p", "root/p/c"]],
+                         ids=["id-segments", "full-ids-of-older-records"])
+async def test_recovery_index_and_census_follow_every_handle_write(store: Store,
+                                                                   leaf_path: list[str]) -> None:
     """Running, escalating and queue-holding handles are to recover; the census counts states (root
     excluded) and open suspensions of leaves only, with the oldest's time; purge empties both."""
-    child_request = {"id": "q", "kind": "approval", "data": {"path": ["root", "root/p", "root/p/c"]}}
+    child_request = {"id": "q", "kind": "approval", "data": {"path": leaf_path}}
     await store.commit(Batch(handles={
         ("r1", "root"): handle_record("root", "idle"),
         ("r1", "root/a"): handle_record("root/a", "running"),

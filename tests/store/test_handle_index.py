@@ -31,7 +31,7 @@ def handle_records(draw: Any, hid: str) -> JSON:
     if state == "suspended" and draw(st.booleans()):
         leaf = draw(st.sampled_from([hid, "root/other"]))
         rec["pending"] = {"id": draw(st.sampled_from(["q1", "q2"])), "kind": draw(st.sampled_from(KINDS)),
-                          "data": {"path": ["root", leaf]}}
+                          "data": {"path": leaf.split("/")}}
         rec["suspended_at"] = float(draw(st.integers(1, 50)))
     return rec
 

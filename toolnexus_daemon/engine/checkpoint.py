@@ -45,6 +45,8 @@ class Step:
     results: dict[int, ToolResult] = field(default_factory=dict)
     attempts: dict[int, int] = field(default_factory=dict)
     pending_idx: int | None = None
+    # durable suspensions in a row of each call (chained approvals: manager, then director)
+    chained: dict[int, int] = field(default_factory=dict)
 
     def call_id(self, base: str, idx: int) -> str:
         attempt = self.attempts.get(idx, 0)
@@ -71,7 +73,8 @@ class Step:
                 "calls": [c.to_json() for c in self.calls],
                 "results": {str(i): r.to_json() for i, r in self.results.items()},
                 "attempts": {str(i): n for i, n in self.attempts.items()},
-                "pending_idx": self.pending_idx}
+                "pending_idx": self.pending_idx,
+                **({"chained": {str(i): n for i, n in self.chained.items()}} if self.chained else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Step:
@@ -79,7 +82,8 @@ class Step:
                    calls=[Call.from_json(c) for c in d["calls"]],
                    results={int(i): ToolResult.from_json(r) for i, r in (d.get("results") or {}).items()},
                    attempts={int(i): int(n) for i, n in (d.get("attempts") or {}).items()},
-                   pending_idx=d.get("pending_idx"))
+                   pending_idx=d.get("pending_idx"),
+                   chained={int(i): int(n) for i, n in (d.get("chained") or {}).items()})
 
 
 @dataclass

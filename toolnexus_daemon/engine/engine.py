@@ -27,6 +27,9 @@ from .runtime import Runtime, RuntimeDeps
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
+# added to a retired transport's whole-call timeout before it is closed
+RETIRE_SLACK_S = 5.0
+
 ModelFactory = Callable[[LlmConfig], ModelTransport]
 Observer = Callable[[Runtime, list[Event]], None]
 
@@ -55,6 +58,8 @@ class Engine:
         self._damaged: dict[str, str] = {}
         self._creating = asyncio.Lock()
         self.stopping = False
+        # transports replaced by a reattach, closed once no call of theirs can still be in flight
+        self._retiring: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -93,6 +98,10 @@ class Engine:
             rt.bus.close()
         for rt in list(self._runtimes.values()):
             await rt.deps.model.aclose()
+        retiring = list(self._retiring)
+        for task in retiring:
+            task.cancel()  # closes the retired transport now
+        await asyncio.gather(*retiring, return_exceptions=True)
 
     def _build(self, rid: str, rec: JSON) -> Runtime:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
@@ -120,10 +129,7 @@ class Engine:
             existing = self._runtimes.get(runtime_id) if runtime_id else None
             if existing is not None:
                 self.check_key(existing, runtime_key)
-                old_model = existing.deps.model
-                existing.replace_registry(agents, llm, options, self._model_for(llm))
-                await existing.commit_record()
-                await old_model.aclose()
+                await self._reattach(existing, agents, llm, options)
                 return NewOutcome(existing.id, ROOT_ID, True)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
@@ -134,6 +140,29 @@ class Engine:
             await rt.create_root()
             self._runtimes[rid] = rt
             return NewOutcome(rid, ROOT_ID, False)
+
+    async def _reattach(self, rt: Runtime, agents: list[AgentDef], llm: LlmConfig,
+                        options: RuntimeOptions) -> None:
+        """Replace the registry without failing model calls in flight: the same model config
+        keeps its transport; a new one retires the old transport after the longest a call of it
+        can still take (its whole-call timeout), instead of closing it under those calls."""
+        old_model, old_llm = rt.deps.model, rt.llm
+        model = old_model if llm == old_llm else self._model_for(llm)
+        rt.replace_registry(agents, llm, options, model)
+        await rt.commit_record()
+        if model is not old_model:
+            self._retire(old_model, old_llm.timeout_ms / 1000 + RETIRE_SLACK_S)
+
+    def _retire(self, model: ModelTransport, after_s: float) -> None:
+        async def close_later() -> None:
+            try:
+                await asyncio.sleep(after_s)
+            finally:
+                await model.aclose()
+
+        task = asyncio.create_task(close_later())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     def runtime(self, runtime_id: str) -> Runtime:
         """The runtime named ``runtime_id``; INVALID_ARGUMENT if empty, NOT_FOUND if unknown."""

@@ -59,6 +59,8 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     request = Request.from_json(entry["request"])
     effective = _expired_as_decline(rt, answer, request)
     chain = [leaf] + [a for a in rt.ancestors(leaf) if _suspended_on(a, answer.id)]
+    for h in chain:
+        rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
     # "top" lets a repeated answer report what the first one did: the top of its cascade
     handles[target] = {"state": "answered", "answer": answer.to_json(), "top": chain[-1].id}
     change = Change()

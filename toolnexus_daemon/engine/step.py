@@ -20,13 +20,16 @@ from . import notes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step, request_id_for
 from .escalate import try_inline
-from .handle import Handle
+from .handle import Handle, storable_id
 from .suspend import TASK_TOOL, suspend_durably
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
 log = logging.getLogger("toolnexus_daemon.engine")
+
+# durable suspensions in a row one call may make (a manager approves, then a director, ...)
+MAX_CHAINED = 8
 
 async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change:
     """Run every call of the step that has no kept result, concurrently, each result committed.
@@ -35,23 +38,33 @@ async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change
     commits together with what follows it (the step's closing or the suspension): one
     synced commit instead of two, with no outside effect in between.
     """
-    answered = step.pending_idx if cp.answer is not None else None
+    answered = answered_calls(step) if cp.answer is not None else set()
     # a call whose recorded result suspends runs again only when an answer is applied;
     # after a crash it is not re-invoked (its request is already recorded): the step suspends on it
-    todo = [i for i in step.open_calls() if i not in step.results or answered is not None]
+    todo = [i for i in step.open_calls() if i not in step.results or answered]
     deferred = Change()
     if not todo:
         return deferred
-    again = step.reruns() if answered is not None else []
+    again = step.reruns() if answered else []
     if again and not cp.reinvoke_announced:
         # new attempts get new call_ids, which must be durable before they are dispatched
         await rt.commit(announce(rt, h, step, again, Change()).checkpoint(h, cp))
     into = deferred if len(todo) == 1 else None
-    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i == answered, into) for i in todo))
-    if answered is not None:
+    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i in answered, into) for i in todo))
+    if answered:
         cp.answer = None  # persisted by the commit that follows
         cp.reinvoke_announced = False
     return deferred
+
+
+def answered_calls(step: Step) -> set[int]:
+    """The calls an answer applies to: the one the handle suspended on and every other call of
+    the step that suspended on the same request id — they asked the same question."""
+    idx = step.pending_idx
+    asked = step.results.get(idx) if idx is not None else None
+    if idx is None or asked is None or asked.pending is None:
+        return set()
+    return {i for i, r in step.results.items() if r.pending is not None and r.pending.id == asked.pending.id}
 
 
 def announce_reinvocations(rt: Runtime, h: Handle, cp: Checkpoint, change: Change) -> None:
@@ -103,7 +116,10 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
         result = inline if inline is not None else result
     again, before = result.pending, prior.pending if prior is not None else None
     if answered and again is not None and before is not None and not is_task_call(rt, h, call):
-        result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False)
+        result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False,
+                                 step.chained.get(i, 1))
+        if result.pending is not None:
+            step.chained[i] = step.chained.get(i, 1) + 1
     step.results[i] = result
     outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
     latency_ms = int((time.monotonic() - started) * 1000)
@@ -115,12 +131,14 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
         await rt.commit(change.checkpoint(h, cp))
 
 
-def _resolve_repeat(again: Request, before: Request, ok: bool) -> ToolResult:
-    """A re-invoked call that suspends again (DESIGN §4 Resume)."""
-    if ok:
-        return ToolResult(output=f"unresolved: {again.prompt}")
+def _resolve_repeat(again: Request, before: Request, ok: bool, in_a_row: int) -> ToolResult:
+    """A re-invoked call that suspends again (DESIGN §4 Resume): the same request id is resolved
+    (``unresolved`` after an ok, ``declined/expired`` after a decline); a different one is a new
+    durable suspension of the same call (chained approvals), up to ``MAX_CHAINED`` in a row."""
     if again.id == before.id:
-        return ToolResult(output=f"declined/expired: {again.prompt}")
+        return ToolResult(output=f"unresolved: {again.prompt}" if ok else f"declined/expired: {again.prompt}")
+    if ok and in_a_row >= MAX_CHAINED:
+        return ToolResult(output=f"unresolved: {again.prompt}")
     return ToolResult(output="", pending=again)
 
 
@@ -160,6 +178,10 @@ async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
         pending = Request(default_req_id, result.pending.kind, result.pending.prompt, result.pending.url,
                           result.pending.data, result.pending.expires_at)
         result = ToolResult(result.output, result.is_error, result.metadata, pending)
+    if result.pending is not None and not storable_id(result.pending.id):
+        # refused before anything is committed: an id the index cannot hold would wedge the handle
+        return ToolResult(output=f'tool "{tool.name}" suspended with an unusable request id (more than 250 '
+                                 "bytes, or a NUL character); use a shorter id", is_error=True)
     return result
 
 

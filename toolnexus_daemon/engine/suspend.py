@@ -9,13 +9,14 @@ but is not indexed: the cascade reaches it through its child.
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING
 
-from ..model import EventType, HandleState, Request, Status
+from ..model import JSON, EventType, HandleState, Request, Status
 from . import notes
 from .change import Change
 from .checkpoint import Step
-from .handle import Handle
+from .handle import Handle, storable_id
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -35,15 +36,17 @@ async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int, change: 
     assert request is not None
     step.pending_idx = idx
     is_leaf = step.calls[idx].name != TASK_TOOL or not rt.agent_of(h).team
-    request = _with_path(rt, h, request) if is_leaf else request
+    entry: dict[str, object] | None = None
+    if is_leaf:
+        request, entry = _indexed(rt, _with_path(h, request), h.id)
     h.state = HandleState.SUSPENDED
     h.pending = request
     h.suspended_at = rt.deps.clock.now()
     result = h.result(Status.PENDING, request.prompt, pending=request)
     h.last_result = result
     change.save(h).checkpoint(h, h.cp)
-    if is_leaf:
-        change.requests[request.id] = _merged_entry(rt, request, h.id)
+    if entry is not None:
+        change.requests[request.id] = entry
     note = notes.suspended_durable(h.id, request.kind)
     change.transition(h, "running", "suspended", note)
     change.event(h, EventType.PENDING, note, pending=request)
@@ -52,19 +55,39 @@ async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int, change: 
     h.settle_waiters(result)
 
 
-def _with_path(rt: Runtime, h: Handle, request: Request) -> Request:
-    """``data.path``: the id path of the leaf that suspended, root first."""
-    path = [a.id for a in reversed(rt.ancestors(h))] + [h.id]
+def _with_path(h: Handle, request: Request) -> Request:
+    """``data.path``: the leaf's id as segments, root first, so ``"/".join(path)`` is its id."""
     data = dict(request.data or {})
-    data["path"] = path
-    return Request(request.id, request.kind, request.prompt, request.url, data, request.expires_at)
+    data["path"] = h.id.split("/")
+    return _renamed(request, request.id, data)
 
 
-def _merged_entry(rt: Runtime, request: Request, handle: str) -> dict[str, object]:
-    """Add ``handle`` to an existing index entry of the same id (answered entries are replaced)."""
+def _renamed(request: Request, request_id: str, data: JSON | None) -> Request:
+    return Request(request_id, request.kind, request.prompt, request.url, data, request.expires_at)
+
+
+def _indexed(rt: Runtime, request: Request, handle: str) -> tuple[Request, dict[str, object]]:
+    """The request as announced and its index entry.
+
+    A request id is single-use within a runtime: an id whose entry was answered, expired or
+    cancelled on any handle gets a daemon-made unique id, so replaying the old answer stays a
+    harmless duplicate and can never approve this later action. An id still pending elsewhere
+    (the same question asked by several handles at once) is shared."""
     existing = rt.deps.store.get_request(rt.id, request.id)
     if not existing:
-        return index_entry(request, handle)
-    handles = {k: v for k, v in dict(existing.get("handles") or {}).items() if v.get("state") == "pending"}
+        return request, index_entry(request, handle)
+    handles = dict(existing.get("handles") or {})
+    if any(st.get("state") != "pending" for st in handles.values()):
+        fresh = _renamed(request, unique_request_id(request.id), request.data)
+        return fresh, index_entry(fresh, handle)
     handles[handle] = {"state": "pending"}
-    return {"request": request.to_json(), "handles": handles}
+    return request, {"request": request.to_json(), "handles": handles}
+
+
+def unique_request_id(used: str) -> str:
+    """``<used>~<12 hex>``, the used id shortened if needed so the result stays storable."""
+    suffix = "~" + secrets.token_hex(6)
+    base = used
+    while not storable_id(base + suffix):
+        base = base[:-1]
+    return base + suffix

@@ -33,10 +33,16 @@ def summarize(record: JSON) -> JSON:
         out["pending"] = {"id": pending.get("id"), "kind": pending.get("kind", "")}
         data = pending.get("data")
         path = data.get("path") if isinstance(data, dict) else None
-        out["leaf"] = not path or not isinstance(path, list) or path[-1] == record.get("id")
+        out["leaf"] = not path or not isinstance(path, list) or _names(path, record.get("id"))
     if record.get("suspended_at"):
         out["suspended_at"] = record["suspended_at"]
     return out
+
+
+def _names(path: list[object], handle_id: object) -> bool:
+    """Whether ``data.path`` ends at this handle: id segments (``"/".join`` is the id), or the
+    full ids that records written before segments were introduced carry."""
+    return "/".join(str(p) for p in path) == handle_id or path[-1] == handle_id
 
 
 @dataclass(frozen=True)
