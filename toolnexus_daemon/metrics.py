@@ -53,6 +53,9 @@ class Metrics:
         self.model_latency = Histogram("toolnexus_model_call_duration_seconds", "Model call latency.",
                                        buckets=CALL_BUCKETS, registry=r)
         self.tokens = Counter("toolnexus_model_tokens", "Tokens used by model calls.", ["type"], registry=r)
+        self.tokens_estimated = Counter(
+            "toolnexus_model_tokens_estimated",
+            "Tokens counted by estimate because the model server reported no usage.", registry=r)
         self.tool_calls = Counter("toolnexus_tool_calls", "Tool calls by source and outcome.",
                                   ["source", "outcome"], registry=r)
         self.tool_latency = Histogram("toolnexus_tool_call_duration_seconds", "Tool call latency.",
@@ -98,6 +101,8 @@ class Metrics:
             self.model_latency.observe(float(data.get("latency_ms") or 0) / 1000)
             self.tokens.labels("prompt").inc(max(0, int(usage.get("prompt_tokens") or 0)))
             self.tokens.labels("completion").inc(max(0, int(usage.get("completion_tokens") or 0)))
+            if usage.get("estimated"):
+                self.tokens_estimated.inc(max(0, int(usage.get("total_tokens") or 0)))
         elif ev.type is EventType.TOOL_RESULT:
             source = str(data.get("source") or "unknown")
             self.tool_calls.labels(source, str(data.get("outcome") or "ok")).inc()

@@ -154,21 +154,26 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    # some of these tokens were estimated: a server sent no usage (never a silent 0)
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.prompt_tokens + other.prompt_tokens,
                      self.completion_tokens + other.completion_tokens,
-                     self.total_tokens + other.total_tokens)
+                     self.total_tokens + other.total_tokens, self.estimated or other.estimated)
 
     def to_json(self) -> JSON:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.total_tokens}
+        d: JSON = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                   "total_tokens": self.total_tokens}
+        if self.estimated:
+            d["estimated"] = True
+        return d
 
     @classmethod
     def from_json(cls, d: JSON | None) -> Usage:
         d = d or {}
         return cls(int(d.get("prompt_tokens") or 0), int(d.get("completion_tokens") or 0),
-                   int(d.get("total_tokens") or 0))
+                   int(d.get("total_tokens") or 0), bool(d.get("estimated")))
 
 
 @dataclass(frozen=True)
@@ -182,10 +187,13 @@ class TaskResult:
     turns: int = 0
     total_tokens: int = 0
     limit: str | None = None
+    usage_estimated: bool = False
 
     def to_json(self) -> JSON:
         d: JSON = {"status": str(self.status), "text": self.text, "is_error": self.is_error,
                    "turns": self.turns, "total_tokens": self.total_tokens}
+        if self.usage_estimated:
+            d["usage_estimated"] = True
         if self.pending is not None:
             d["pending"] = self.pending.to_json()
         if self.limit:
@@ -199,7 +207,7 @@ class TaskResult:
                    is_error=bool(d.get("is_error")),
                    pending=Request.from_json(pending) if pending else None,
                    turns=int(d.get("turns") or 0), total_tokens=int(d.get("total_tokens") or 0),
-                   limit=d.get("limit") or None)
+                   limit=d.get("limit") or None, usage_estimated=bool(d.get("usage_estimated")))
 
 
 @dataclass(frozen=True)

@@ -128,10 +128,10 @@ def test_a_full_map_refuses_that_write_keeps_reads_and_a_bigger_map_continues(
         session.close()
 
 
-def test_a_full_map_during_a_turn_fails_loudly_and_recovers_with_a_bigger_map(
+def test_a_full_map_during_a_turn_ends_it_error_and_the_handle_takes_the_next_wake(
         data_dir: Path, model: ScriptedModelServer) -> None:
-    """A model reply too large to commit is not lost silently: the waiter hears why, the handle stays
-    running on disk, and a restart with room re-asks the model and finishes the turn."""
+    """A model reply too large to commit is not lost silently: the turn ends ``error`` naming the
+    fix (in memory and on disk), Wait does not hang, and the handle takes the next wake."""
     huge_reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "y" * 400_000},
                                "finish_reason": "stop"}],
                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
@@ -141,15 +141,17 @@ def test_a_full_map_during_a_turn_fails_loudly_and_recovers_with_a_bigger_map(
         model.push(huge_reply)
         result = run_turn(session.stub, rid, handle, "say a lot")
         assert result.status == "error" and "--map-size" in result.text, result
+        snap = session.stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle=handle), timeout=10)
+        assert snap.state == "idle"
+        again = run_turn(session.stub, rid, handle, "say a little")
+        assert (again.status, again.text) == ("done", "ok"), again
     finally:
         session.close()
 
-    model.push(huge_reply)
     session = Session(data_dir, "--map-size", "64MiB")
     try:
-        wait = pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000)
-        result = session.stub.Wait(wait, timeout=20)
-        assert (result.status, len(result.text)) == ("done", 400_000)
+        snap = session.stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle=handle), timeout=10)
+        assert (snap.state, snap.last_result.text) == ("idle", "ok")
     finally:
         session.close()
 

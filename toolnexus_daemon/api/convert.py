@@ -91,7 +91,8 @@ def answer_to(answer: Answer) -> pb.Answer:
 
 def result_to(result: TaskResult) -> pb.TaskResult:
     msg = pb.TaskResult(status=str(result.status), text=result.text, is_error=result.is_error,
-                        turns=result.turns, total_tokens=result.total_tokens, limit=result.limit or "")
+                        turns=result.turns, total_tokens=result.total_tokens, limit=result.limit or "",
+                        usage_estimated=result.usage_estimated)
     if result.pending is not None:
         msg.pending.CopyFrom(request_to(result.pending))
     return msg
@@ -113,7 +114,8 @@ def snapshot_to(h: Handle) -> pb.HandleSnapshot:
     msg = pb.HandleSnapshot(id=h.id, agent=h.agent, state=str(h.state), parent=h.parent or "",
                             children=list(h.children), usage_total=h.usage.total_tokens,
                             turns_total=h.turns_total, inbox=[inbox_item_to(i) for i in h.inbox],
-                            task_key=h.task_key, usage=usage, depth=h.depth)
+                            task_key=h.task_key, usage=usage, depth=h.depth,
+                            usage_estimated=h.usage.estimated)
     if h.last_result is not None:
         msg.last_result.CopyFrom(result_to(h.last_result))
     if h.pending is not None:

@@ -124,7 +124,8 @@ class Handle:
         """A TaskResult carrying this handle's cumulative turns and tree tokens."""
         err = status not in (Status.DONE, Status.PENDING) if is_error is None else is_error
         return TaskResult(status=status, text=text, is_error=err, pending=pending,
-                          turns=self.turns_total, total_tokens=self.usage.total_tokens, limit=limit)
+                          turns=self.turns_total, total_tokens=self.usage.total_tokens, limit=limit,
+                          usage_estimated=self.usage.estimated)
 
     def settle_waiters(self, result: TaskResult) -> None:
         waiters, self.waiters = self.waiters, []

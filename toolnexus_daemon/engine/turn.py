@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreError
 from ..llm.base import ModelError, ModelReply, ModelRequest
-from ..model import JSON, EventType, HandleState, Status, TaskResult
+from ..model import JSON, EventType, HandleState, Status, TaskResult, Usage
 from . import budget as budgets
 from . import notes, wakes
 from .change import Change
@@ -33,6 +33,8 @@ log = logging.getLogger("toolnexus_daemon.engine")
 
 # body keys the loop owns; request_params never override them
 RESERVED_PARAMS = frozenset({"messages", "tools", "stream", "model"})
+# the rough size of a token, for estimating usage a server did not report
+BYTES_PER_TOKEN = 4
 
 
 async def run_turn(rt: Runtime, h: Handle) -> None:
@@ -76,11 +78,12 @@ async def _loop(rt: Runtime, h: Handle) -> None:
     except asyncio.CancelledError:
         raise
     except ModelError as exc:
+        log.warning("model call failed", extra={"runtime": rt.id, "handle": h.id, "error": str(exc)})
         await _settle_error(rt, h, str(exc))
     except StoreError as exc:
-        log.error("commit failed; handle stays as last committed", extra={"runtime": rt.id, "handle": h.id,
-                                                                          "error": str(exc)})
-        h.settle_waiters(h.result(Status.ERROR, f"store error: {exc}"))
+        log.error("commit failed; the turn ends error", extra={"runtime": rt.id, "handle": h.id,
+                                                                "error": str(exc)})
+        await _settle_failed_commit(rt, h, f"store error: {exc}")
     except Exception as exc:  # a bug: settle loudly instead of leaving the handle running forever
         log.exception("turn crashed", extra={"runtime": rt.id, "handle": h.id})
         await _settle_error(rt, h, f"internal error: {type(exc).__name__}: {exc}")
@@ -120,7 +123,19 @@ async def _ask_model(rt: Runtime, h: Handle, cp: Checkpoint) -> ModelReply:
                            body=_request_body(rt, h), take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None)
     async with rt.turn_gate:
-        return await rt.deps.model.complete(request)
+        reply = await rt.deps.model.complete(request)
+    return with_usage(reply, request.body)
+
+
+def with_usage(reply: ModelReply, body: JSON) -> ModelReply:
+    """The reply with usage: the server's, or — when it sent none (a stream that ignores
+    ``include_usage``, a worker model) — an estimate of about four bytes per token, marked
+    estimated, so token budgets still bind and nothing reads a silent 0."""
+    if reply.usage.total_tokens > 0:
+        return reply
+    prompt = max(1, len(json.dumps(body.get("messages") or [], default=str)) // BYTES_PER_TOKEN)
+    completion = max(1, len(json.dumps(reply.message, default=str)) // BYTES_PER_TOKEN)
+    return ModelReply(reply.message, Usage(prompt, completion, prompt + completion, estimated=True))
 
 
 def _parse_calls(base: str, number: int, message: JSON) -> list[Call]:
@@ -203,6 +218,20 @@ async def _settle_incomplete(rt: Runtime, h: Handle, cp: Checkpoint, text: str, 
     _settle(h, cp, change, result, note)
     await rt.commit(change)
     h.settle_waiters(result)
+
+
+async def _settle_failed_commit(rt: Runtime, h: Handle, message: str) -> None:
+    """A commit of the turn was refused (a full map or disk): the turn ends ``error`` so waiters
+    hear why and the handle can be woken again. The settling commit is small and usually fits;
+    if it is refused too, memory is settled anyway and the store keeps the turn's checkpoint,
+    which the next start continues."""
+    try:
+        await _settle_error(rt, h, message)
+    except StoreError as again:
+        log.error("the failed turn could not be recorded either",
+                  extra={"runtime": rt.id, "handle": h.id, "error": str(again)})
+        if h.last_result is not None:
+            h.settle_waiters(h.last_result)
 
 
 async def _settle_error(rt: Runtime, h: Handle, message: str) -> None:

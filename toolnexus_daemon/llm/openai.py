@@ -67,18 +67,29 @@ def chat_completions_url(base_url: str) -> str:
 
 
 def outgoing_body(body: JSON) -> JSON:
-    """The body without what the anthropic style keeps in messages.
+    """The body as every OpenAI-compatible server accepts it.
 
-    A runtime reattached with another ``llm`` keeps its transcript, and strict
-    servers refuse message fields they do not know.
+    What the anthropic style keeps in messages is dropped (a runtime reattached with another
+    ``llm`` keeps its transcript, and strict servers refuse fields they do not know). An assistant
+    message with tool calls goes out with ``"content": ""`` instead of ``null`` and without the
+    legacy ``function_call`` beside ``tool_calls``: servers such as llama-cpp-python refuse both
+    (HTTP 500 on the call after the first tool result). Everything else stays verbatim.
     """
     messages = body.get("messages")
-    if not isinstance(messages, list) or not any(isinstance(m, dict) and ANTHROPIC_BLOCKS_KEY in m
-                                                 for m in messages):
+    if not isinstance(messages, list):
         return body
-    clean = [{k: v for k, v in m.items() if k != ANTHROPIC_BLOCKS_KEY} if isinstance(m, dict) else m
-             for m in messages]
-    return {**body, "messages": clean}
+    return {**body, "messages": [_outgoing_message(m) for m in messages]}
+
+
+def _outgoing_message(message: object) -> object:
+    if not isinstance(message, dict):
+        return message
+    out = {k: v for k, v in message.items() if k != ANTHROPIC_BLOCKS_KEY}
+    if out.get("role") == "assistant" and out.get("tool_calls"):
+        out.pop("function_call", None)
+        if out.get("content") is None:
+            out["content"] = ""
+    return out
 
 
 def streaming_body(body: JSON) -> JSON:
@@ -151,7 +162,9 @@ class OpenAIStream:
         call["function"]["arguments"] += fn.get("arguments") or ""
 
     def body(self) -> JSON:
-        message: JSON = {"role": "assistant", "content": "".join(self._text) or None}
+        # "" rather than null beside tool calls: what every compatible server accepts back
+        text = "".join(self._text)
+        message: JSON = {"role": "assistant", "content": text if text or self._calls else None}
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
         return {"object": "chat.completion", "usage": self._usage,

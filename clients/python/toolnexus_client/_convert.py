@@ -94,7 +94,8 @@ def answer_from_pb(message: pb.Answer) -> Answer:
 def task_result_from_pb(message: pb.TaskResult) -> TaskResult:
     pending = request_from_pb(message.pending) if message.HasField("pending") else None
     return TaskResult(status=message.status, text=message.text, is_error=message.is_error, pending=pending,
-                      turns=message.turns, total_tokens=message.total_tokens, limit=message.limit)
+                      turns=message.turns, total_tokens=message.total_tokens, limit=message.limit,
+                      usage_estimated=message.usage_estimated)
 
 
 def _optional_result(message: Any, name: str) -> TaskResult | None:
@@ -113,7 +114,7 @@ def snapshot_from_pb(message: pb.HandleSnapshot) -> HandleSnapshot:
         children=tuple(message.children), last_result=_optional_result(message, "last_result"),
         usage_total=message.usage_total, turns_total=message.turns_total,
         pending=_optional_request(message, "pending"), inbox=inbox, task_key=message.task_key,
-        usage=usage, depth=message.depth)
+        usage=usage, depth=message.depth, usage_estimated=message.usage_estimated)
 
 
 def event_from_pb(message: pb.Event) -> Event:

@@ -137,6 +137,8 @@ class TaskResult:
     turns: int = 0
     total_tokens: int = 0
     limit: str = ""
+    # some tokens were estimated by the daemon: the model server reported no usage
+    usage_estimated: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,7 @@ class HandleSnapshot:
     task_key: str = ""
     usage: Usage = field(default_factory=Usage)
     depth: int = 0
+    usage_estimated: bool = False
 
 
 @dataclass(frozen=True)
