@@ -100,7 +100,8 @@ def _build(settings: Settings, store: LmdbStore) -> _Daemon:
             log.exception("event log failed")
 
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub),
-                    executors=by_source, resolver=HubResolver(hub), observer=observe)
+                    executors=by_source, resolver=HubResolver(hub), observer=observe,
+                    limits=settings.peer_limits())
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bounds import PeerLimits
+
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_DATA_DIR = "./var/toolnexus"
 DEFAULT_MAP_SIZE = 1 << 30
@@ -26,6 +28,11 @@ DEFAULT_MAX_PROMPT_BYTES = 1 << 20
 # OpenAI-style APIs refuse more than 128 tools in one request
 DEFAULT_MAX_TOOLS_PER_AGENT = 128
 DEFAULT_MAX_AGENTS = 256
+# bounds on what peers send (docs/protocol.md §7): model replies, tool outputs, pending requests
+DEFAULT_MAX_MODEL_REPLY_BYTES = 1 << 20
+DEFAULT_MAX_TOOL_OUTPUT_BYTES = 1 << 20
+DEFAULT_MAX_PENDING_TEXT_BYTES = 64 << 10
+DEFAULT_MAX_PENDING_DATA_BYTES = 256 << 10
 DEFAULT_MAX_STRUCT_DEPTH = 24
 # protobuf's parser stops at 100 message levels, about 32 Struct levels: a higher limit could not be reached
 MAX_STRUCT_DEPTH_CEILING = 32
@@ -51,6 +58,10 @@ class Limits:
     max_struct_depth: int = DEFAULT_MAX_STRUCT_DEPTH
     # events kept per runtime when New leaves options.event_retention at 0; 0 = unbounded
     event_retention: int = DEFAULT_EVENT_RETENTION
+    max_model_reply_bytes: int = DEFAULT_MAX_MODEL_REPLY_BYTES
+    max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
+    max_pending_text_bytes: int = DEFAULT_MAX_PENDING_TEXT_BYTES
+    max_pending_data_bytes: int = DEFAULT_MAX_PENDING_DATA_BYTES
 
     def as_dict(self) -> dict[str, int]:
         return {name: int(getattr(self, name)) for name in self.__dataclass_fields__}
@@ -90,6 +101,14 @@ class Settings:
     @property
     def max_message_bytes(self) -> int:
         return self.limits.max_message_bytes
+
+    def peer_limits(self) -> PeerLimits:
+        """The bounds the engine puts on model replies and tool results."""
+        lim = self.limits
+        return PeerLimits(model_reply_bytes=lim.max_model_reply_bytes,
+                          tool_output_bytes=lim.max_tool_output_bytes,
+                          request_prompt_bytes=lim.max_pending_text_bytes,
+                          request_data_bytes=lim.max_pending_data_bytes, json_depth=lim.max_struct_depth)
 
     def redacted(self) -> dict[str, str]:
         """The effective configuration by flag name, secrets replaced (``Info`` and the start log)."""
@@ -216,6 +235,15 @@ def _limit_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
           f"nesting of any Struct in a request (at most {MAX_STRUCT_DEPTH_CEILING})")
     limit("event-retention", DEFAULT_EVENT_RETENTION,
           "events kept per runtime when New sets no options.event_retention; 0 = unbounded")
+    limit("max-model-reply-bytes", DEFAULT_MAX_MODEL_REPLY_BYTES,
+          "largest model reply (the assistant message) a turn accepts; larger ends the turn error",
+          parse_size)
+    limit("max-tool-output-bytes", DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+          "largest tool output kept; longer is truncated with a marker the model reads", parse_size)
+    limit("max-pending-text-bytes", DEFAULT_MAX_PENDING_TEXT_BYTES,
+          "largest prompt, kind or url of a request a tool suspends on", parse_size)
+    limit("max-pending-data-bytes", DEFAULT_MAX_PENDING_DATA_BYTES,
+          "largest data (or metadata) a tool result carries, as JSON", parse_size)
 
 
 def _auth_token(parser: argparse.ArgumentParser, ns: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -254,7 +282,11 @@ def _tls(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Tls | None:
 def _limits(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Limits:
     limits = Limits(max_message_bytes=ns.max_message_bytes, max_prompt_bytes=ns.max_prompt_bytes,
                     max_tools_per_agent=ns.max_tools_per_agent, max_agents=ns.max_agents,
-                    max_struct_depth=ns.max_struct_depth, event_retention=ns.event_retention)
+                    max_struct_depth=ns.max_struct_depth, event_retention=ns.event_retention,
+                    max_model_reply_bytes=ns.max_model_reply_bytes,
+                    max_tool_output_bytes=ns.max_tool_output_bytes,
+                    max_pending_text_bytes=ns.max_pending_text_bytes,
+                    max_pending_data_bytes=ns.max_pending_data_bytes)
     for name, value in limits.as_dict().items():
         if value < 0 or (value == 0 and name != "event_retention"):
             parser.error(f"--{name.replace('_', '-')} must be positive")

@@ -141,7 +141,7 @@ async def test_a_request_id_the_index_cannot_hold_is_that_calls_error(bench: Ben
     h = (await rt.spawn("root", "operator")).id
     await rt.wake(h, "go")
     result = await rt.wait(h, 5000)
-    assert result.status is Status.DONE and "unusable request id" in result.text
+    assert result.status is Status.DONE and "pending.id is over 250 bytes" in result.text
     assert rt.snapshot(h).state is HandleState.IDLE
 
 

@@ -39,6 +39,10 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_MAX_AGENTS": ("6", 6),
         "TOOLNEXUS_MAX_STRUCT_DEPTH": ("7", 7),
         "TOOLNEXUS_EVENT_RETENTION": ("8", 8),
+        "TOOLNEXUS_MAX_MODEL_REPLY_BYTES": ("2MiB", 2 << 20),
+        "TOOLNEXUS_MAX_TOOL_OUTPUT_BYTES": ("9000", 9000),
+        "TOOLNEXUS_MAX_PENDING_TEXT_BYTES": ("1KiB", 1024),
+        "TOOLNEXUS_MAX_PENDING_DATA_BYTES": ("3KiB", 3072),
     }
 
 
@@ -56,6 +60,10 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_MAX_TOOLS_PER_AGENT": s.limits.max_tools_per_agent,
         "TOOLNEXUS_MAX_AGENTS": s.limits.max_agents, "TOOLNEXUS_MAX_STRUCT_DEPTH": s.limits.max_struct_depth,
         "TOOLNEXUS_EVENT_RETENTION": s.limits.event_retention,
+        "TOOLNEXUS_MAX_MODEL_REPLY_BYTES": s.limits.max_model_reply_bytes,
+        "TOOLNEXUS_MAX_TOOL_OUTPUT_BYTES": s.limits.max_tool_output_bytes,
+        "TOOLNEXUS_MAX_PENDING_TEXT_BYTES": s.limits.max_pending_text_bytes,
+        "TOOLNEXUS_MAX_PENDING_DATA_BYTES": s.limits.max_pending_data_bytes,
     }[name]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from ..bounds import bounded_output, depth_of
 from ..engine.handle import Handle
 from ..errors import InvalidArgument
 from ..model import JSON, Answer, Event, EventType, InboxItem, Request, TaskResult
@@ -22,15 +23,40 @@ from ._gen import runtime_pb2 as pb
 _MAX_EXACT = 2**53
 
 
+# Reads never fail on a stored value that breaks today's bounds (records written before the
+# bounds, or by hand): oversized text is cut with a marker, out-of-range integers are clamped,
+# data nested deeper than protobuf parses is replaced by a note saying so.
+READ_TEXT_BYTES = 1 << 20
+READ_FIELD_BYTES = 64 << 10
+READ_STRUCT_DEPTH = 64
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+
+
 def to_struct(value: JSON | None) -> struct_pb2.Struct:
     """A Struct holding ``value`` (empty for None); non-JSON leaves become strings."""
     out = struct_pb2.Struct()
-    if value:
-        try:
-            out.update(value)
-        except (ValueError, TypeError):
-            out.update(json.loads(json.dumps(value, default=str)))
+    if not value:
+        return out
+    if not isinstance(value, dict) or depth_of(value, READ_STRUCT_DEPTH) > READ_STRUCT_DEPTH:
+        out.update({"unreadable": f"a value nested deeper than {READ_STRUCT_DEPTH} levels, or not an object"})
+        return out
+    try:
+        out.update(value)
+    except (ValueError, TypeError):
+        out.update(json.loads(json.dumps(value, default=str)))
     return out
+
+
+def read_text(value: object, limit: int = READ_FIELD_BYTES) -> str:
+    """A stored text as the wire may carry it: a string, at most ``limit`` bytes."""
+    text = value if isinstance(value, str) else ("" if value is None else json.dumps(value, default=str))
+    return bounded_output(text, limit)
+
+
+def read_count(value: object, ceiling: int = _INT64_MAX) -> int:
+    """A stored counter clamped to what its field carries (int64 unless ``ceiling`` says int32)."""
+    return min(max(int(value), 0), ceiling) if isinstance(value, int | float) else 0
 
 
 def from_struct(value: struct_pb2.Struct) -> JSON:
@@ -61,8 +87,8 @@ def optional_struct(msg: Any, name: str) -> JSON | None:
 
 
 def request_to(req: Request) -> pb.Request:
-    msg = pb.Request(id=req.id, kind=req.kind, prompt=req.prompt, url=req.url or "",
-                     expires_at=req.expires_at or "")
+    msg = pb.Request(id=read_text(req.id), kind=read_text(req.kind), prompt=read_text(req.prompt),
+                     url=read_text(req.url), expires_at=read_text(req.expires_at))
     if req.data:
         msg.data.CopyFrom(to_struct(req.data))
     return msg
@@ -90,8 +116,9 @@ def answer_to(answer: Answer) -> pb.Answer:
 
 
 def result_to(result: TaskResult) -> pb.TaskResult:
-    msg = pb.TaskResult(status=str(result.status), text=result.text, is_error=result.is_error,
-                        turns=result.turns, total_tokens=result.total_tokens, limit=result.limit or "",
+    msg = pb.TaskResult(status=str(result.status), text=read_text(result.text, READ_TEXT_BYTES),
+                        is_error=result.is_error, turns=read_count(result.turns, _INT32_MAX),
+                        total_tokens=read_count(result.total_tokens), limit=result.limit or "",
                         usage_estimated=result.usage_estimated)
     if result.pending is not None:
         msg.pending.CopyFrom(request_to(result.pending))
@@ -109,11 +136,13 @@ def inbox_item_from(msg: pb.InboxItem) -> InboxItem:
 
 
 def snapshot_to(h: Handle) -> pb.HandleSnapshot:
-    usage = pb.Usage(prompt_tokens=h.usage.prompt_tokens, completion_tokens=h.usage.completion_tokens,
-                     total_tokens=h.usage.total_tokens)
+    usage = pb.Usage(prompt_tokens=read_count(h.usage.prompt_tokens),
+                     completion_tokens=read_count(h.usage.completion_tokens),
+                     total_tokens=read_count(h.usage.total_tokens))
     msg = pb.HandleSnapshot(id=h.id, agent=h.agent, state=str(h.state), parent=h.parent or "",
-                            children=list(h.children), usage_total=h.usage.total_tokens,
-                            turns_total=h.turns_total, inbox=[inbox_item_to(i) for i in h.inbox],
+                            children=list(h.children), usage_total=read_count(h.usage.total_tokens),
+                            turns_total=read_count(h.turns_total, _INT32_MAX),
+                            inbox=[inbox_item_to(i) for i in h.inbox],
                             task_key=h.task_key, usage=usage, depth=h.depth,
                             usage_estimated=h.usage.estimated)
     if h.last_result is not None:

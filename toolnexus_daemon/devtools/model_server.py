@@ -181,6 +181,16 @@ class ScriptedModelServer:
         with self._lock:
             return len(self._bodies)
 
+    @property
+    def script(self) -> Script:
+        """What answers ``/v1/chat/completions`` when no pushed reply is queued."""
+        return self._script
+
+    @script.setter
+    def script(self, script: Script) -> None:
+        with self._lock:
+            self._script = script
+
     def push(self, *replies: Reply | Stream | JSON) -> None:
         """Queue replies for the next model calls (either style); they are served before the script."""
         with self._lock:

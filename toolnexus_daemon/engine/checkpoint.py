@@ -22,19 +22,22 @@ class Call:
     name: str
     arguments: JSON
     call_id: str  # unique in the daemon, stable across redelivery
-    raw_arguments: str = ""  # the model's text when it was not valid JSON
+    raw_arguments: str = ""  # the model's text when it was not valid JSON (its start)
+    invalid: str = ""  # why the arguments are not a usable JSON object: the call is not run
 
     def to_json(self) -> JSON:
         d: JSON = {"tool_call_id": self.tool_call_id, "name": self.name, "arguments": self.arguments,
                    "call_id": self.call_id}
         if self.raw_arguments:
             d["raw_arguments"] = self.raw_arguments
+        if self.invalid:
+            d["invalid"] = self.invalid
         return d
 
     @classmethod
     def from_json(cls, d: JSON) -> Call:
         return cls(d["tool_call_id"], d["name"], d.get("arguments") or {}, d["call_id"],
-                   d.get("raw_arguments") or "")
+                   d.get("raw_arguments") or "", d.get("invalid") or "")
 
 
 @dataclass

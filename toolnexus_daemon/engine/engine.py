@@ -16,6 +16,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..bounds import PeerLimits
 from ..clock import Clock
 from ..errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StoreError
 from ..llm.base import ModelTransport
@@ -46,8 +47,9 @@ class Engine:
 
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, limits: PeerLimits | None = None) -> None:
         self.store = store
+        self.limits = limits or PeerLimits()
         self.clock = clock
         self._model_for = model_for
         self._executors = executors
@@ -109,7 +111,7 @@ class Engine:
         options = RuntimeOptions.from_json(rec.get("options"))
         deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, resolver=self._resolver,
-                               observer=self._observer)
+                           observer=self._observer, limits=self.limits)
         return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
                        key_digest=str(rec.get("key_digest") or ""))
 
@@ -134,7 +136,7 @@ class Engine:
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
                                executors=self._executors, resolver=self._resolver,
-                               observer=self._observer)
+                               observer=self._observer, limits=self.limits)
             rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from ..bounds import PeerLimits
 from ..clock import Clock, rfc3339
 from ..errors import (
     DataLoss,
@@ -68,6 +69,8 @@ class RuntimeDeps:
     resolver: Resolver | None = None
     # sees every committed batch of events (metrics); must not block or raise
     observer: Callable[[Runtime, list[Event]], None] | None = None
+    # what model replies and tool results may carry before they are committed
+    limits: PeerLimits = field(default_factory=PeerLimits)
 
 
 class Runtime:

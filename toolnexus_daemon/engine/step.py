@@ -14,13 +14,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ..bounds import check_tool_result
 from ..model import JSON, Answer, EventType, Request, ToolResult
 from ..tools.base import ToolInvocation
 from . import notes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step, request_id_for
 from .escalate import try_inline
-from .handle import Handle, storable_id
+from .handle import Handle
 from .suspend import TASK_TOOL, suspend_durably
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ def is_task_call(rt: Runtime, h: Handle, call: Call) -> bool:
 
 async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
                   default_req_id: str) -> ToolResult:
+    if call.invalid:
+        return ToolResult(output=f"invalid JSON arguments for {call.name}: {call.invalid}", is_error=True)
     if is_task_call(rt, h, call):
         return await rt.run_task(h, call)
     tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
@@ -174,14 +177,11 @@ async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
         log.exception("tool executor failed",
                       extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id})
         return ToolResult(output=f'tool "{tool.name}" failed: {exc}', is_error=True)
+    result = check_tool_result(result, tool.name, rt.deps.limits)
     if result.pending is not None and not result.pending.id:
         pending = Request(default_req_id, result.pending.kind, result.pending.prompt, result.pending.url,
                           result.pending.data, result.pending.expires_at)
         result = ToolResult(result.output, result.is_error, result.metadata, pending)
-    if result.pending is not None and not storable_id(result.pending.id):
-        # refused before anything is committed: an id the index cannot hold would wedge the handle
-        return ToolResult(output=f'tool "{tool.name}" suspended with an unusable request id (more than 250 '
-                                 "bytes, or a NUL character); use a shorter id", is_error=True)
     return result
 
 

@@ -15,6 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ..bounds import PeerDataError, check_reply, parse_arguments
 from ..errors import StoreError
 from ..llm.base import ModelError, ModelReply, ModelRequest
 from ..model import JSON, EventType, HandleState, Status, TaskResult, Usage
@@ -35,6 +36,8 @@ log = logging.getLogger("toolnexus_daemon.engine")
 RESERVED_PARAMS = frozenset({"messages", "tools", "stream", "model"})
 # the rough size of a token, for estimating usage a server did not report
 BYTES_PER_TOKEN = 4
+# how much of an invalid arguments text (and of why) a call keeps
+MAX_INVALID_NOTE = 2048
 
 
 async def run_turn(rt: Runtime, h: Handle) -> None:
@@ -124,7 +127,12 @@ async def _ask_model(rt: Runtime, h: Handle, cp: Checkpoint) -> ModelReply:
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None)
     async with rt.turn_gate:
         reply = await rt.deps.model.complete(request)
-    return with_usage(reply, request.body)
+    reply = with_usage(reply, request.body)
+    try:
+        check_reply(reply.message, reply.usage, rt.deps.limits)
+    except PeerDataError as exc:  # the turn ends error naming the problem; nothing is committed
+        raise ModelError(str(exc)) from None
+    return reply
 
 
 def with_usage(reply: ModelReply, body: JSON) -> ModelReply:
@@ -138,28 +146,21 @@ def with_usage(reply: ModelReply, body: JSON) -> ModelReply:
     return ModelReply(reply.message, Usage(prompt, completion, prompt + completion, estimated=True))
 
 
-def _parse_calls(base: str, number: int, message: JSON) -> list[Call]:
+def _parse_calls(rt: Runtime, base: str, number: int, message: JSON) -> list[Call]:
+    """The calls of a checked reply; arguments that are not a JSON object mark the call invalid
+    (it is answered with an error the model can read, never run on arguments it did not send)."""
     calls = []
     for i, tc in enumerate(message.get("tool_calls") or []):
-        fn = tc.get("function") or {}
+        fn = tc["function"]
         raw = fn.get("arguments")
-        args, bad = _parse_arguments(raw)
-        calls.append(Call(tool_call_id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name") or ""),
-                          arguments=args, call_id=f"{base}/s{number}c{i}", raw_arguments=bad))
+        try:
+            args, invalid, kept = parse_arguments(raw, rt.deps.limits), "", ""
+        except PeerDataError as exc:
+            args, invalid = {}, str(exc)[:MAX_INVALID_NOTE]
+            kept = (raw if isinstance(raw, str) else repr(raw))[:MAX_INVALID_NOTE]
+        calls.append(Call(tool_call_id=str(tc.get("id") or f"call_{i}"), name=fn["name"], arguments=args,
+                          call_id=f"{base}/s{number}c{i}", raw_arguments=kept, invalid=invalid))
     return calls
-
-
-def _parse_arguments(raw: object) -> tuple[JSON, str]:
-    """Model arguments as a dict; text that is not a JSON object becomes {} (kept as raw)."""
-    if isinstance(raw, dict):
-        return raw, ""
-    if not raw:
-        return {}, ""
-    try:
-        value = json.loads(str(raw))
-    except ValueError:
-        return {}, str(raw)
-    return (value, "") if isinstance(value, dict) else ({}, str(raw))
 
 
 def message_text(message: JSON) -> str:
@@ -188,7 +189,7 @@ async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelRepl
     change.event(h, EventType.MODEL_CALL, notes.model_call(h.id, cp.turns, reply.usage.total_tokens),
                  data={"usage": reply.usage.to_json(), "latency_ms": latency_ms})
     base = f"{rt.id}/{h.id}"
-    calls = _parse_calls(base, h.turns_total, reply.message)
+    calls = _parse_calls(rt, base, h.turns_total, reply.message)
     if not calls:
         result = h.result(Status.DONE, message_text(reply.message))
         _settle(h, cp, change, result, notes.done(h.id, cp.turns, cp.tokens))

@@ -165,7 +165,7 @@ def _arguments(raw: object) -> JSON:
         return raw
     try:
         value = json.loads(str(raw)) if raw else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -162,6 +162,9 @@ def parse_json_reply(response: httpx.Response, parse: Callable[[JSON], ModelRepl
     """A read 2xx response decoded as JSON and handed to the style's ``parse``."""
     try:
         data = response.json()
+    except RecursionError:
+        return Failure(f"HTTP {response.status_code} response is JSON nested too deeply to read",
+                       retryable=False)
     except ValueError as exc:
         return Failure(f"HTTP {response.status_code} response is not JSON: {snippet(response.text)}",
                        retryable=False, cause=exc)

@@ -83,6 +83,8 @@ def event_json(event: SseEvent) -> JSON:
     """An event's data as a JSON object, or StreamError."""
     try:
         data = json.loads(event.data)
+    except RecursionError:
+        raise StreamError("event data is JSON nested too deeply to read") from None
     except ValueError as exc:
         raise StreamError(f"event data is not JSON: {event.data[:200]}") from exc
     if not isinstance(data, dict):

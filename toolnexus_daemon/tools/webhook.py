@@ -76,6 +76,8 @@ class WebhookExecutor:
             return http_error(response.status_code, response.text, self._max_output)
         try:
             data = response.json()
+        except RecursionError:
+            return _bad_reply(name, "JSON nested too deeply to read")
         except ValueError:
             snippet = truncate(response.text, _SNIPPET_CHARS)
             return _bad_reply(name, f"invalid JSON (HTTP {response.status_code}): {snippet}")
