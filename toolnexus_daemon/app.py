@@ -38,6 +38,7 @@ from .metrics import Metrics
 from .model import Event, ToolSource
 from .store.lmdb_store import LmdbStore
 from .tools.base import ToolExecutor
+from .tools.envexpand import EnvAllowList
 from .tools.http_tool import HttpToolExecutor
 from .tools.native import NativeExecutor
 from .tools.resolver import HubResolver
@@ -87,7 +88,9 @@ def run(settings: Settings) -> int:
 
 def _build(settings: Settings, store: LmdbStore) -> _Daemon:
     hub = WorkerHub()
-    executors = (NativeExecutor(hub), WebhookExecutor(), HttpToolExecutor())
+    allow = EnvAllowList(settings.allow_env)
+    env = allow.view(os.environ)  # all that outgoing requests may ever read
+    executors = (NativeExecutor(hub), WebhookExecutor(env=env), HttpToolExecutor(env=env))
     by_source: dict[ToolSource, ToolExecutor] = {
         ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
     metrics = Metrics()
@@ -99,9 +102,9 @@ def _build(settings: Settings, store: LmdbStore) -> _Daemon:
         except Exception:  # the observer runs under the commit lock: a log failure must not fail a commit
             log.exception("event log failed")
 
-    engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub),
+    engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
-                    limits=settings.peer_limits())
+                    limits=settings.peer_limits(), env_allow=allow)
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,
@@ -114,6 +117,7 @@ async def _serve(settings: Settings, store: LmdbStore) -> int:
     stop = _stop_on_signals()
     daemon = _build(settings, store)
     daemon.servicer.stop_daemon = stop.set
+    daemon.servicer.remote_shutdown = settings.allow_remote_shutdown
     if settings.metrics_listen:
         daemon.servicer.facts.metrics_address = await daemon.metrics_server.start(settings.metrics_listen)
     await set_health(daemon.health, serving=False)

@@ -97,6 +97,10 @@ class Settings:
     insecure: bool = False
     # host:port of the Prometheus endpoint; "" = off
     metrics_listen: str = ""
+    # environment variables outgoing headers and api_key_env may read: names, or PREFIX* patterns
+    allow_env: tuple[str, ...] = ()
+    # Shutdown{daemon: true} may stop the daemon (for every tenant); off by default
+    allow_remote_shutdown: bool = False
 
     @property
     def max_message_bytes(self) -> int:
@@ -119,7 +123,9 @@ class Settings:
                "reflection-open": _bool(self.reflection_open),
                "insecure": _bool(self.insecure), "metrics-listen": self.metrics_listen,
                "tls-cert": str(tls.cert) if tls else "", "tls-key": str(tls.key) if tls else "",
-               "tls-client-ca": str(tls.client_ca) if tls and tls.client_ca else ""}
+               "tls-client-ca": str(tls.client_ca) if tls and tls.client_ca else "",
+               "allow-env": ",".join(self.allow_env),
+               "allow-remote-shutdown": _bool(self.allow_remote_shutdown)}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -215,6 +221,17 @@ def _security_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
                                        "(env TOOLNEXUS_TLS_CLIENT_CA)")
     g.add_argument("--insecure", action="store_true", default=_truthy(env.get("TOOLNEXUS_INSECURE", "")),
                    help="allow plaintext on a non-loopback TCP address (env TOOLNEXUS_INSECURE=1)")
+    allow_env = [a.strip() for a in env.get("TOOLNEXUS_ALLOW_ENV", "").split(",") if a.strip()]
+    g.add_argument("--allow-env", action="append", default=None, metavar="NAME_OR_PREFIX*",
+                   help="an environment variable that header ${NAME} and llm.api_key_env may read; a "
+                        "trailing * allows a prefix; repeatable (env TOOLNEXUS_ALLOW_ENV, comma-separated; "
+                        "default none)")
+    p.set_defaults(allow_env_env=allow_env)
+    g.add_argument("--allow-remote-shutdown", action="store_true",
+                   default=_truthy(env.get("TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN", "")),
+                   help="let Shutdown{daemon: true} stop the daemon for every tenant; without it that "
+                        "call is PERMISSION_DENIED and SIGTERM is the way "
+                        "(env TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN=1)")
 
 
 def _limit_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -296,6 +313,14 @@ def _limits(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Limits:
     return limits
 
 
+def _allow_env(parser: argparse.ArgumentParser, patterns: Sequence[str]) -> tuple[str, ...]:
+    for pattern in patterns:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\*?$|^\*$", pattern):
+            parser.error(f"--allow-env {pattern!r}: want a variable name, or a prefix ending in * "
+                         "(e.g. MYAPP_KEY or MYAPP_*)")
+    return tuple(patterns)
+
+
 def _check_listen(parser: argparse.ArgumentParser, listen: Sequence[str], tls: Tls | None,
                   insecure: bool, metrics: str) -> None:
     for address in listen:
@@ -322,4 +347,6 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
                     grace=ns.grace, log_level=ns.log_level, limits=_limits(parser, ns),
                     auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
-                    insecure=ns.insecure, metrics_listen=ns.metrics_listen)
+                    insecure=ns.insecure, metrics_listen=ns.metrics_listen,
+                    allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
+                    allow_remote_shutdown=ns.allow_remote_shutdown)

@@ -30,7 +30,7 @@ SECRET = "sk-planted-do-not-log-4242"
 
 @pytest.fixture
 def keyed_daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(tmp_path / "data", env={SECRET_ENV: SECRET}).start()
+    proc = DaemonProcess(tmp_path / "data", "--allow-env", SECRET_ENV, env={SECRET_ENV: SECRET}).start()
     try:
         yield proc
     finally:

@@ -43,6 +43,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_MAX_TOOL_OUTPUT_BYTES": ("9000", 9000),
         "TOOLNEXUS_MAX_PENDING_TEXT_BYTES": ("1KiB", 1024),
         "TOOLNEXUS_MAX_PENDING_DATA_BYTES": ("3KiB", 3072),
+        "TOOLNEXUS_ALLOW_ENV": ("MYAPP_*, OTHER_KEY", ("MYAPP_*", "OTHER_KEY")),
+        "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": ("1", True),
     }
 
 
@@ -64,6 +66,8 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_MAX_TOOL_OUTPUT_BYTES": s.limits.max_tool_output_bytes,
         "TOOLNEXUS_MAX_PENDING_TEXT_BYTES": s.limits.max_pending_text_bytes,
         "TOOLNEXUS_MAX_PENDING_DATA_BYTES": s.limits.max_pending_data_bytes,
+        "TOOLNEXUS_ALLOW_ENV": s.allow_env,
+        "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": s.allow_remote_shutdown,
     }[name]
 
 

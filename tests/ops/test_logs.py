@@ -24,7 +24,7 @@ SECRETS = (TOKEN, API_KEY, HEADER, TOOL_HEADER, ANSWER, RUNTIME_KEY)
 def test_no_log_line_contains_a_planted_secret(tmp_path: Path, model: ScriptedModelServer) -> None:
     """At debug level, through auth refusals, model calls, a webhook suspension and a Resume with data."""
     env = {"TOOLNEXUS_TOKEN": TOKEN, "TND_PLANTED_KEY": API_KEY, "TND_PLANTED_HDR": TOOL_HEADER}
-    proc = DaemonProcess(tmp_path / "data", "--log-level", "debug", env=env)
+    proc = DaemonProcess(tmp_path / "data", "--log-level", "debug", "--allow-env", "TND_PLANTED_*", env=env)
     with proc:
         channel, stub = open_stub(proc.target)
         auth = (("authorization", f"Bearer {TOKEN}"), ("x-toolnexus-runtime-key", RUNTIME_KEY))

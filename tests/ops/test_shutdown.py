@@ -80,9 +80,20 @@ def test_sigterm_ends_streams_unavailable_and_a_restart_continues_every_handle(
         proc.stop()
 
 
+def test_a_daemon_wide_shutdown_needs_the_operators_flag(tmp_path: Path) -> None:
+    """Without --allow-remote-shutdown the shared token does not stop the daemon for every tenant."""
+    with DaemonProcess(tmp_path / "data") as proc:
+        channel, stub = open_stub(proc.target)
+        with channel:
+            code, details = code_of(lambda: stub.Shutdown(pb.ShutdownRequest(daemon=True), timeout=5))
+            assert code is grpc.StatusCode.PERMISSION_DENIED and "--allow-remote-shutdown" in details
+            assert stub.Info(pb.InfoRequest(), timeout=5).version  # still serving
+        assert proc.proc is not None and proc.proc.poll() is None
+
+
 def test_a_daemon_wide_shutdown_stops_it_gracefully(tmp_path: Path) -> None:
     """Shutdown{daemon: true} is SIGTERM by RPC: OK to the caller, then exit 0."""
-    proc = DaemonProcess(tmp_path / "data")
+    proc = DaemonProcess(tmp_path / "data", "--allow-remote-shutdown")
     channel, stub = open_stub(proc.start().target)
     with channel:
         mixed = pb.ShutdownRequest(daemon=True, runtime_id="rt-x")

@@ -21,7 +21,7 @@ from grpc import aio
 
 from ..engine.engine import Engine
 from ..engine.runtime import Runtime
-from ..errors import InvalidArgument, NotFound, Unavailable
+from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID
 from ..workers import WorkerHub
 from . import convert
@@ -50,6 +50,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
         self._on_resume = on_resume
         # set by the composition root: what a daemon-wide Shutdown calls (the same stop as SIGTERM)
         self.stop_daemon: Callable[[], None] | None = None
+        # the operator's --allow-remote-shutdown: Shutdown{daemon: true} may call stop_daemon
+        self.remote_shutdown = False
         self._closing = asyncio.Event()
         self._open = False
 
@@ -105,6 +107,11 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc] 
     def _shutdown_daemon(self, request: pb.ShutdownRequest) -> pb.ShutdownResponse:
         if request.runtime_id or request.purge:
             raise InvalidArgument("daemon=true stops the whole daemon: leave runtime_id and purge unset")
+        if not self.remote_shutdown:
+            raise PermissionDenied(
+                "Shutdown{daemon: true} stops the daemon for every tenant, so it is off unless the operator "
+                "starts it with --allow-remote-shutdown (env TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN=1); "
+                "otherwise stop the daemon with SIGTERM")
         if self.stop_daemon is None:
             raise Unavailable("this server cannot stop its daemon")
         self.stop_daemon()

@@ -23,6 +23,7 @@ from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
 from ..tools.base import Resolver, ToolExecutor
+from ..tools.envexpand import EnvAllowList
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
 
@@ -47,9 +48,12 @@ class Engine:
 
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
-                 observer: Observer | None = None, limits: PeerLimits | None = None) -> None:
+                 observer: Observer | None = None, limits: PeerLimits | None = None,
+                 env_allow: EnvAllowList | None = None) -> None:
         self.store = store
         self.limits = limits or PeerLimits()
+        # None: no check (engine tests); the daemon always passes the operator's list
+        self.env_allow = env_allow
         self.clock = clock
         self._model_for = model_for
         self._executors = executors
@@ -124,7 +128,7 @@ class Engine:
             raise FailedPrecondition("the daemon is shutting down")
         if runtime_id:
             validate_runtime_id(runtime_id)
-        validate(agents, llm, options)
+        validate(agents, llm, options, env_allow=self.env_allow)
         async with self._creating:
             if runtime_id in self._damaged:
                 self.runtime(runtime_id)  # raises DATA_LOSS naming the damaged record

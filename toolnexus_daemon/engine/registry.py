@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..errors import InvalidArgument
 from ..model import AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolSource
+from ..tools.envexpand import EnvAllowList, referenced
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RUNTIME_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -19,9 +20,11 @@ SUPPORTED_STYLES = {LlmStyle.OPENAI, LlmStyle.ANTHROPIC, LlmStyle.WORKER}
 
 
 def validate(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions,
-             earlier: Sequence[str] = ()) -> None:
+             earlier: Sequence[str] = (), env_allow: EnvAllowList | None = None) -> None:
     """Raise InvalidArgument naming every problem (``earlier`` ones first), or return."""
     found = [*earlier, *problems(agents, llm, options)]
+    if env_allow is not None:
+        found += env_problems(agents, llm, env_allow)
     if found:
         numbered = "; ".join(f"{i}) {p}" for i, p in enumerate(found, 1))
         raise InvalidArgument(f"invalid registry: {numbered}")
@@ -79,6 +82,21 @@ def _llm_problems(llm: LlmConfig) -> list[str]:
     if http_style and llm.base_url and not llm.base_url.startswith(("http://", "https://")):
         return [f'llm.base_url "{llm.base_url}" must be an http:// or https:// URL for style {llm.style}']
     return []
+
+
+def env_problems(agents: Sequence[AgentDef], llm: LlmConfig, allow: EnvAllowList) -> list[str]:
+    """Every environment variable the registry would read that the operator did not allow."""
+    uses = [(f"llm.headers ${{{n}}}", n) for n in referenced(llm.headers)]
+    if llm.api_key_env:
+        uses.append(("llm.api_key_env", llm.api_key_env))
+    for agent in agents:
+        for tool in agent.tools:
+            if tool.http is not None:
+                where = f'agent "{agent.name}" tool "{tool.name}" http.headers'
+                uses += [(f"{where} ${{{n}}}", n) for n in referenced(tool.http.headers)]
+    return [f"{where} names environment variable {name}, which the daemon does not allow; the "
+            f"operator allows it with --allow-env {name} (or TOOLNEXUS_ALLOW_ENV)"
+            for where, name in uses if not allow.permits(name)]
 
 
 def validate_runtime_id(runtime_id: str) -> None:

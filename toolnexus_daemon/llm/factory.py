@@ -9,7 +9,7 @@ daemon's start (a stored runtime may name it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..model import LlmConfig, LlmStyle
 from ..workers import WorkerHub
@@ -18,12 +18,12 @@ from .base import ModelError, ModelReply, ModelRequest, ModelTransport
 from .openai import OpenAITransport
 from .worker import WorkerTransport
 
-Builder = Callable[[LlmConfig, WorkerHub], ModelTransport]
+Builder = Callable[[LlmConfig, WorkerHub, Mapping[str, str] | None], ModelTransport]
 
 _BUILDERS: dict[LlmStyle, Builder] = {
-    LlmStyle.OPENAI: lambda llm, hub: OpenAITransport(llm),
-    LlmStyle.ANTHROPIC: lambda llm, hub: AnthropicTransport(llm),
-    LlmStyle.WORKER: lambda llm, hub: WorkerTransport(hub),
+    LlmStyle.OPENAI: lambda llm, hub, env: OpenAITransport(llm, env=env),
+    LlmStyle.ANTHROPIC: lambda llm, hub, env: AnthropicTransport(llm, env=env),
+    LlmStyle.WORKER: lambda llm, hub, env: WorkerTransport(hub),
 }
 
 
@@ -40,12 +40,14 @@ class UnavailableTransport:
         pass
 
 
-def model_for(llm: LlmConfig, *, hub: WorkerHub) -> ModelTransport:
-    """A new transport for ``llm``; the caller owns it (and calls ``aclose``)."""
+def model_for(llm: LlmConfig, *, hub: WorkerHub, env: Mapping[str, str] | None = None) -> ModelTransport:
+    """A new transport for ``llm`` reading ``env`` (the allowed view of the environment; None = all of
+    it); the caller owns it (and calls ``aclose``)."""
     builder = _BUILDERS.get(llm.style)
-    return builder(llm, hub) if builder is not None else UnavailableTransport(str(llm.style))
+    return builder(llm, hub, env) if builder is not None else UnavailableTransport(str(llm.style))
 
 
-def model_factory(hub: WorkerHub) -> Callable[[LlmConfig], ModelTransport]:
-    """``model_for`` bound to the daemon's worker hub, in the shape ``Engine`` takes."""
-    return lambda llm: model_for(llm, hub=hub)
+def model_factory(hub: WorkerHub,
+                  env: Mapping[str, str] | None = None) -> Callable[[LlmConfig], ModelTransport]:
+    """``model_for`` bound to the daemon's worker hub and environment view, as ``Engine`` takes it."""
+    return lambda llm: model_for(llm, hub=hub, env=env)

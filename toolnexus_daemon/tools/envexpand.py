@@ -1,9 +1,15 @@
-"""``${NAME}`` expansion of configured header values (DESIGN §3).
+"""``${NAME}`` expansion of configured header values (docs/protocol.md §3 and §7).
 
 Secrets such as API tokens reach outgoing headers only through the
 environment of the daemon, so an agent definition (which travels over gRPC
 and is stored in LMDB) never holds them. Expanded values are secrets: callers
 must never log them or put them into error messages.
+
+The caller of ``New`` chooses where requests go, so it could point a webhook at
+itself and read back whatever a header expands to: only variables the operator
+allows (``--allow-env``) are expanded or named as ``api_key_env``. ``New``
+refuses any other name, and the transports see only an allowed view of the
+environment, so a runtime stored before the rule cannot read the rest either.
 """
 
 from __future__ import annotations
@@ -11,10 +17,31 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # shorter values (e.g. "1", "json") are too common to mask without mangling text
 _MIN_SECRET_CHARS = 6
+
+
+@dataclass(frozen=True)
+class EnvAllowList:
+    """Names and ``PREFIX*`` patterns of the variables outgoing requests may use (default none)."""
+
+    patterns: tuple[str, ...] = ()
+
+    def permits(self, name: str) -> bool:
+        return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in self.patterns)
+
+    def view(self, source: Mapping[str, str]) -> dict[str, str]:
+        """The allowed part of ``source``: all a transport or an executor gets to read."""
+        return {k: v for k, v in source.items() if self.permits(k)}
+
+
+def referenced(headers: Mapping[str, str]) -> list[str]:
+    """The ``${NAME}`` names in header values, in order, without repeats."""
+    names = [name for value in headers.values() for name in _VAR.findall(value)]
+    return list(dict.fromkeys(names))
 
 
 def expand(value: str, env: Mapping[str, str] | None = None) -> str:
