@@ -72,6 +72,8 @@ async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = Fa
     if h.state is not HandleState.IDLE:
         await _stop_turn(rt, h)
         keep_result = False
+    if h.state is HandleState.CLOSED:
+        return  # a concurrent Close got here first while this one waited: one transition, one event
     result = h.result(Status.CLOSED, f"closed ({reason})")
     change = _drop_turn(rt, h)
     h.state = HandleState.CLOSED
@@ -88,8 +90,9 @@ async def _grace(rt: Runtime, h: Handle) -> None:
     """Let a running turn finish within the runtime's close grace."""
     if h.task is None or h.task.done():
         return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(h.task), rt.options.close_grace_ms / 1000)
+    # asyncio.wait neither cancels the turn on timeout nor raises when a concurrent Close cancels
+    # it (waiting on a shield of it did, which left that Close's RPC unanswered)
+    await asyncio.wait({h.task}, timeout=rt.options.close_grace_ms / 1000)
 
 
 async def _stop_turn(rt: Runtime, h: Handle) -> None:

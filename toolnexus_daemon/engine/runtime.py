@@ -59,6 +59,9 @@ from .watch import watch as watch_events
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
+# event seqs are stored as unsigned 64-bit keys with room to spare
+MAX_SEQ = 2**63
+
 
 @dataclass
 class RuntimeDeps:
@@ -325,6 +328,12 @@ class Runtime:
     def watch(self, after_seq: int, types: frozenset[EventType], handle: str) -> AsyncGenerator[Event, None]:
         if handle:
             self.handle(handle)
+        if not 0 <= after_seq < MAX_SEQ:
+            raise InvalidArgument(f"after_seq {after_seq} is not an event seq (0 to {MAX_SEQ - 1})")
+        last = self.last_seq()
+        if after_seq > last:
+            raise OutOfRange(f"after_seq {after_seq} is past the last event of runtime \"{self.id}\" "
+                             f"(seq {last}); watch with after_seq <= {last}")
         self.check_retained(after_seq)
         return watch_events(self, after_seq, types, handle)
 
