@@ -88,3 +88,48 @@ def test_a_watch_cursor_past_the_end_is_refused_naming_the_last_seq(
     with pytest.raises(grpc.RpcError) as err:
         list(events)
     assert err.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def _last_user(body: dict) -> str:  # type: ignore[type-arg]
+    return str([m for m in body["messages"] if m.get("role") == "user"][-1]["content"])
+
+
+def test_a_retry_after_longer_than_the_timeout_ends_the_call_at_once(
+        stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> None:
+    model.script = lambda body: Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "3600"})
+    llm = openai_llm(model.url, retries=3, timeout_ms=2000)
+    rid = stub.New(pb.NewRequest(agents=[TALKER], llm=llm), timeout=10).runtime_id
+    handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="talker"), timeout=10).handle
+    stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="hi"), timeout=10)
+    result = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), timeout=20)
+    assert result.status == "error" and "asks to wait 3600s" in result.text, result
+    assert "llm.timeout_ms (2000 ms)" in result.text and model.calls == 1
+
+
+def test_a_turn_waiting_to_retry_gives_its_slot_to_another_handle(
+        stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> None:
+    asked: list[str] = []
+
+    def script(body: dict) -> Reply:  # type: ignore[type-arg]
+        prompt = _last_user(body)
+        asked.append(prompt)
+        if prompt == "a" and asked.count("a") == 1:
+            return Reply(status=429, body={"error": "later"}, headers={"Retry-After": "2"})
+        return Reply(body=chat_response(content=f"answer {prompt}", usage=(1, 1, 2)))
+
+    model.script = script
+    options = pb.RuntimeOptions(max_concurrent_turns=1)
+    llm = openai_llm(model.url, retries=2, timeout_ms=5000)
+    rid = stub.New(pb.NewRequest(agents=[TALKER], llm=llm, options=options), timeout=10).runtime_id
+    first, second = (stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="talker"), timeout=10).handle
+                     for _ in range(2))
+    stub.Wake(pb.WakeRequest(runtime_id=rid, handle=first, prompt="a"), timeout=10)
+    deadline = 50
+    while not asked and deadline:
+        threading.Event().wait(0.05)
+        deadline -= 1
+    stub.Wake(pb.WakeRequest(runtime_id=rid, handle=second, prompt="b"), timeout=10)
+    for handle, text in ((second, "answer b"), (first, "answer a")):
+        result = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), timeout=20)
+        assert (result.status, result.text) == ("done", text), result
+    assert asked == ["a", "b", "a"]  # b ran while a waited out its Retry-After

@@ -24,6 +24,7 @@ from . import notes, wakes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step
 from .handle import Handle
+from .slot import TurnSlot
 from .step import announce, close_step, maybe_suspend, run_step
 from .task import tool_payload as task_tool_payload
 
@@ -122,10 +123,12 @@ def _request_body(rt: Runtime, h: Handle) -> JSON:
 
 
 async def _ask_model(rt: Runtime, h: Handle, cp: Checkpoint) -> ModelReply:
+    slot = TurnSlot(rt.turn_gate)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=f"{rt.id}/{h.id}/m{h.turns_total + 1}",
                            body=_request_body(rt, h), take_timeout_ms=rt.options.tool_timeout_ms,
-                           on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None)
-    async with rt.turn_gate:
+                           on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
+                           sleep=slot.sleep_outside)
+    async with slot:
         reply = await rt.deps.model.complete(request)
     reply = with_usage(reply, request.body)
     try:

@@ -52,7 +52,7 @@ class AnthropicTransport(HttpTransport):
                         if stream else json_reader(reply_from_anthropic))
         return await self._policy.run(
             lambda: exchange(self._client, self._url, body, headers, self._timeout_ms, read, stream=stream),
-            secrets)
+            secrets, budget_ms=self._timeout_ms, sleep=request.sleep)
 
     def _headers(self) -> tuple[httpx.Headers, list[str]]:
         """The request headers and the secret values among them (to mask in messages)."""

@@ -8,7 +8,7 @@ with status ``error`` and the message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +31,8 @@ class ModelRequest:
     take_timeout_ms: int = 30_000
     # streaming transports call this with each text delta as it arrives (live only, never stored)
     on_text: Callable[[str], None] | None = None
+    # how a transport waits between attempts; the engine's gives the turn's slot up meanwhile
+    sleep: Callable[[float], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class OpenAITransport(HttpTransport):
         return await self._policy.run(
             lambda: exchange(self._client, self._url, body, headers, self._timeout_ms, read,
                              stream=self._config.stream),
-            secret_values(headers))
+            secret_values(headers), budget_ms=self._timeout_ms, sleep=request.sleep)
 
     def _headers(self) -> httpx.Headers:
         """The request headers; every value in them is treated as a secret in messages."""

@@ -102,8 +102,14 @@ class RetryPolicy:
     sleep: Callable[[float], Awaitable[object]] = field(default=asyncio.sleep)
     rand: Callable[[], float] = field(default=random.random)
 
-    async def run(self, attempt: Attempt, secrets: Sequence[str]) -> ModelReply:
-        """Repeat ``attempt`` while it fails retryably; raise ModelError once the attempts are spent."""
+    async def run(self, attempt: Attempt, secrets: Sequence[str], *, budget_ms: int | None = None,
+                  sleep: Callable[[float], Awaitable[object]] | None = None) -> ModelReply:
+        """Repeat ``attempt`` while it fails retryably; raise ModelError once the attempts are spent.
+
+        No wait between attempts is longer than ``budget_ms`` (``llm.timeout_ms``): a backoff is
+        shortened to it, and a server asking with ``Retry-After`` for longer (an hour, say) ends the
+        call now, with the reason, instead of holding the turn that long. ``sleep`` (the engine's)
+        waits without holding the turn's concurrency slot."""
         attempts = total_attempts(self.retries)
         for number in range(attempts):
             outcome = await attempt()
@@ -114,9 +120,15 @@ class RetryPolicy:
                     from outcome.cause
             delay = retry_delay(number, outcome.retry_after, base=self.backoff_base, cap=self.backoff_cap,
                                 rand=self.rand)
+            if budget_ms is not None:
+                if parse_retry_after(outcome.retry_after) is not None and delay > budget_ms / 1000:
+                    reason = (f"{outcome.reason}; the server asks to wait {delay:.0f}s, longer than "
+                              f"llm.timeout_ms ({budget_ms} ms)")
+                    raise ModelError(redact(failure_message(reason, number + 1), secrets)) from outcome.cause
+                delay = min(delay, budget_ms / 1000)  # a backoff is ours to shorten; Retry-After is not
             log.info("model call attempt %d/%d failed (%s); retrying in %.2fs", number + 1, attempts,
                      redact(outcome.reason, secrets), delay)
-            await self.sleep(delay)
+            await (sleep or self.sleep)(delay)
         raise AssertionError("unreachable: the last attempt always returns or raises")
 
 

@@ -76,13 +76,18 @@ describe('watch', () => {
   });
 
   it('ends cleanly on cancel() and on an aborted signal', async () => {
-    // afterSeq beyond every event: nothing to replay, and nothing live happens
-    const stream = rt.watch({ afterSeq: 1_000_000 });
+    // a type this runtime never logs: nothing to replay, and nothing live happens
+    const stream = rt.watch({ types: ['escalate'] });
     setTimeout(() => stream.cancel(), 100);
     assert.deepEqual(await collect(stream, () => false), []);
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
-    assert.deepEqual(await collect(rt.watch({ afterSeq: 1_000_000, signal: controller.signal }), () => false), []);
+    assert.deepEqual(await collect(rt.watch({ types: ['escalate'], signal: controller.signal }), () => false), []);
+  });
+
+  it('a cursor past the last event is refused as OUT_OF_RANGE naming it', async () => {
+    await assert.rejects(collect(rt.watch({ afterSeq: 1_000_000 }), () => false),
+      (err) => err.code === 'OUT_OF_RANGE' && /past the last event .*watch with after_seq <= \d+/.test(err.message));
   });
 
   it('an error of the Watch call is thrown as a typed error', async () => {
