@@ -96,7 +96,8 @@ def _last_user(body: dict) -> str:  # type: ignore[type-arg]
 
 def test_a_retry_after_longer_than_the_timeout_ends_the_call_at_once(
         stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> None:
-    model.script = lambda body: Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "3600"})
+    refusal = Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "3600"})
+    model.script = lambda body: refusal
     llm = openai_llm(model.url, retries=3, timeout_ms=2000)
     rid = stub.New(pb.NewRequest(agents=[TALKER], llm=llm), timeout=10).runtime_id
     handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="talker"), timeout=10).handle
