@@ -32,6 +32,9 @@ class PeerLimits:
     request_prompt_bytes: int = 64 * 1024
     request_data_bytes: int = 256 * 1024
     json_depth: int = 24
+    # total time one tool call may take when its ToolDef sets no deadline_ms (a worker that took
+    # the call and never replies must not keep the handle running forever)
+    tool_deadline_ms: int = 600_000
 
 
 class PeerDataError(ValueError):

@@ -33,6 +33,7 @@ DEFAULT_MAX_MODEL_REPLY_BYTES = 1 << 20
 DEFAULT_MAX_TOOL_OUTPUT_BYTES = 1 << 20
 DEFAULT_MAX_PENDING_TEXT_BYTES = 64 << 10
 DEFAULT_MAX_PENDING_DATA_BYTES = 256 << 10
+DEFAULT_TOOL_DEADLINE_MS = 600_000
 DEFAULT_MAX_STRUCT_DEPTH = 24
 # protobuf's parser stops at 100 message levels, about 32 Struct levels: a higher limit could not be reached
 MAX_STRUCT_DEPTH_CEILING = 32
@@ -62,6 +63,7 @@ class Limits:
     max_tool_output_bytes: int = DEFAULT_MAX_TOOL_OUTPUT_BYTES
     max_pending_text_bytes: int = DEFAULT_MAX_PENDING_TEXT_BYTES
     max_pending_data_bytes: int = DEFAULT_MAX_PENDING_DATA_BYTES
+    tool_deadline_ms: int = DEFAULT_TOOL_DEADLINE_MS
 
     def as_dict(self) -> dict[str, int]:
         return {name: int(getattr(self, name)) for name in self.__dataclass_fields__}
@@ -112,7 +114,8 @@ class Settings:
         return PeerLimits(model_reply_bytes=lim.max_model_reply_bytes,
                           tool_output_bytes=lim.max_tool_output_bytes,
                           request_prompt_bytes=lim.max_pending_text_bytes,
-                          request_data_bytes=lim.max_pending_data_bytes, json_depth=lim.max_struct_depth)
+                          request_data_bytes=lim.max_pending_data_bytes, json_depth=lim.max_struct_depth,
+                          tool_deadline_ms=lim.tool_deadline_ms)
 
     def redacted(self) -> dict[str, str]:
         """The effective configuration by flag name, secrets replaced (``Info`` and the start log)."""
@@ -261,6 +264,8 @@ def _limit_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
           "largest prompt, kind or url of a request a tool suspends on", parse_size)
     limit("max-pending-data-bytes", DEFAULT_MAX_PENDING_DATA_BYTES,
           "largest data (or metadata) a tool result carries, as JSON", parse_size)
+    limit("tool-deadline-ms", DEFAULT_TOOL_DEADLINE_MS,
+          "total time one tool call may take, dispatch to result, unless its ToolDef sets deadline_ms")
 
 
 def _auth_token(parser: argparse.ArgumentParser, ns: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -303,7 +308,7 @@ def _limits(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Limits:
                     max_model_reply_bytes=ns.max_model_reply_bytes,
                     max_tool_output_bytes=ns.max_tool_output_bytes,
                     max_pending_text_bytes=ns.max_pending_text_bytes,
-                    max_pending_data_bytes=ns.max_pending_data_bytes)
+                    max_pending_data_bytes=ns.max_pending_data_bytes, tool_deadline_ms=ns.tool_deadline_ms)
     for name, value in limits.as_dict().items():
         if value < 0 or (value == 0 and name != "event_retention"):
             parser.error(f"--{name.replace('_', '-')} must be positive")

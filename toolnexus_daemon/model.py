@@ -265,19 +265,24 @@ class ToolDef:
     input_schema: JSON = field(default_factory=dict)
     source: ToolSource = ToolSource.NATIVE
     http: HttpConfig | None = None
+    # total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms
+    deadline_ms: int = 0
 
     def to_json(self) -> JSON:
         d: JSON = {"name": self.name, "description": self.description,
                    "input_schema": self.input_schema, "source": str(self.source)}
         if self.http is not None:
             d["http"] = self.http.to_json()
+        if self.deadline_ms:
+            d["deadline_ms"] = self.deadline_ms
         return d
 
     @classmethod
     def from_json(cls, d: JSON) -> ToolDef:
         return cls(name=d["name"], description=d.get("description") or "",
                    input_schema=d.get("input_schema") or {}, source=ToolSource(d.get("source") or "native"),
-                   http=HttpConfig.from_json(d["http"]) if d.get("http") else None)
+                   http=HttpConfig.from_json(d["http"]) if d.get("http") else None,
+                   deadline_ms=int(d.get("deadline_ms") or 0))
 
 
 @dataclass(frozen=True)

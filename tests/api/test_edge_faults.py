@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from tests.support.daemon import DaemonProcess
-from tests.support.grpc_client import code_of, open_stub, openai_llm
+from tests.support.grpc_client import Worker, code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response
@@ -134,3 +134,20 @@ def test_a_turn_waiting_to_retry_gives_its_slot_to_another_handle(
         result = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), timeout=20)
         assert (result.status, result.text) == ("done", text), result
     assert asked == ["a", "b", "a"]  # b ran while a waited out its Retry-After
+
+
+def test_a_worker_that_takes_a_call_and_never_replies_is_bounded_by_the_tools_deadline(
+        stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> None:
+    hang = pb.ToolDef(name="hang", source="native", deadline_ms=500)
+    agent = pb.AgentDef(name="user", does="uses hang", tools=[hang])
+    rid = stub.New(pb.NewRequest(agents=[agent], llm=openai_llm(model.url)), timeout=10).runtime_id
+    worker = Worker(stub, rid)  # takes every tool call, answers none
+    try:
+        handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="user"), timeout=10).handle
+        stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="go"), timeout=10)
+        result = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), timeout=20)
+        expected = 'tool "hang" did not finish within its deadline of 500 ms'
+        assert (result.status, result.text) == ("done", expected)
+        assert [m.WhichOneof("msg") for m in worker.received] == ["tool_call"]
+    finally:
+        worker.close()

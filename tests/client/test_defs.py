@@ -58,3 +58,11 @@ def test_llm_and_tool_result_helpers() -> None:
     assert ToolResult.error("x").is_error
     pending = ToolResult.suspend({"id": "r", "kind": "input", "prompt": "name?", "expiresAt": "t"}).pending
     assert pending is not None and (pending.id, pending.expires_at) == ("r", "t")
+
+
+def test_a_tool_deadline_goes_into_the_tool_definition() -> None:
+    from toolnexus_client._convert import tool_to_pb
+
+    assert tool_to_pb(Tool("slow", deadline_ms=1500)).deadline_ms == 1500
+    with pytest.raises(ValueError, match="deadline_ms must not be negative"):
+        Tool("slow", deadline_ms=-1)

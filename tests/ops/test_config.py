@@ -45,6 +45,7 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_MAX_PENDING_DATA_BYTES": ("3KiB", 3072),
         "TOOLNEXUS_ALLOW_ENV": ("MYAPP_*, OTHER_KEY", ("MYAPP_*", "OTHER_KEY")),
         "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": ("1", True),
+        "TOOLNEXUS_TOOL_DEADLINE_MS": ("1234", 1234),
     }
 
 
@@ -68,6 +69,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_MAX_PENDING_DATA_BYTES": s.limits.max_pending_data_bytes,
         "TOOLNEXUS_ALLOW_ENV": s.allow_env,
         "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": s.allow_remote_shutdown,
+        "TOOLNEXUS_TOOL_DEADLINE_MS": s.limits.tool_deadline_ms,
     }[name]
 
 

@@ -86,8 +86,11 @@ def _tool(msg: pb.ToolDef, where: str, problems: list[str]) -> ToolDef:
         problems.append(f'{where}: tool "{msg.name}" has unknown source "{msg.source}" '
                         f"(use {', '.join(sources)})")
     http = _http(msg.http, f'{where}: tool "{msg.name}"', problems) if msg.HasField("http") else None
+    if msg.deadline_ms < 0:
+        problems.append(f'{where}: tool "{msg.name}" deadline_ms must not be negative (0 = the default)')
     return ToolDef(name=msg.name, description=msg.description,
-                   input_schema=from_struct(msg.input_schema), source=source or ToolSource.NATIVE, http=http)
+                   input_schema=from_struct(msg.input_schema), source=source or ToolSource.NATIVE, http=http,
+                   deadline_ms=max(0, msg.deadline_ms))
 
 
 def _http(msg: pb.HttpConfig, where: str, problems: list[str]) -> HttpConfig:

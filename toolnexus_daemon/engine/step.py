@@ -171,8 +171,12 @@ async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
         return ToolResult(output=f'tool "{tool.name}": source {tool.source} is not supported', is_error=True)
     inv = ToolInvocation(runtime_id=rt.id, handle=h.id, call_id=call.call_id, tool=tool,
                          arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
+    deadline_ms = tool.deadline_ms or rt.deps.limits.tool_deadline_ms
     try:
-        result = await executor.invoke(inv)
+        result = await asyncio.wait_for(executor.invoke(inv), deadline_ms / 1000)
+    except TimeoutError:
+        return ToolResult(output=f'tool "{tool.name}" did not finish within its deadline of {deadline_ms} ms',
+                          is_error=True)
     except Exception as exc:  # an executor bug must not kill the turn
         log.exception("tool executor failed",
                       extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id})

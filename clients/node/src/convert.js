@@ -143,6 +143,7 @@ export function toolToPb(t) {
     input_schema: toStruct(t.inputSchema ?? EMPTY_SCHEMA),
     source: t.source,
     http: null,
+    deadline_ms: t.deadlineMs ?? 0,
   };
   if (t.endpoint) {
     const e = t.endpoint;

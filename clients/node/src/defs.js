@@ -9,11 +9,14 @@ const TOOL_SOURCES = ['native', 'webhook', 'http'];
 export class Tool {
   /**
    * @param {{name: string, description?: string, inputSchema?: object|null,
-   *   execute?: Function|null, source?: string, endpoint?: object|null}} fields
+   *   execute?: Function|null, source?: string, endpoint?: object|null, deadlineMs?: number}} fields
    */
   constructor({ name, description = '', inputSchema = null, execute = null, source = 'native',
-    endpoint = null }) {
+    endpoint = null, deadlineMs = 0 }) {
     if (!name || typeof name !== 'string') throw new TypeError('a tool needs a name');
+    if (!Number.isInteger(deadlineMs) || deadlineMs < 0) {
+      throw new TypeError(`tool "${name}": deadlineMs must be a non-negative integer (0 = the daemon's default)`);
+    }
     if (!TOOL_SOURCES.includes(source)) {
       throw new TypeError(`tool "${name}": source must be one of ${TOOL_SOURCES.join(', ')}`);
     }
@@ -32,6 +35,7 @@ export class Tool {
     this.execute = execute;
     this.source = source;
     this.endpoint = endpoint ? normaliseEndpoint(endpoint) : null;
+    this.deadlineMs = deadlineMs;
     Object.freeze(this);
   }
 

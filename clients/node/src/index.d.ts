@@ -199,6 +199,8 @@ export declare class Tool {
     execute?: Execute | null;
     source?: 'native' | 'webhook' | 'http';
     endpoint?: Partial<HttpEndpoint> & { url: string } | null;
+    /** Total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms. */
+    deadlineMs?: number;
   });
   readonly name: string;
   readonly description: string;
@@ -206,6 +208,7 @@ export declare class Tool {
   readonly execute: Execute | null;
   readonly source: 'native' | 'webhook' | 'http';
   readonly endpoint: HttpEndpoint | null;
+  readonly deadlineMs: number;
   /** A tool the daemon POSTs `{call_id, runtime_id, handle, tool, arguments, answer}` to. */
   static webhook(name: string, url: string, options?: {
     description?: string; inputSchema?: JsonObject | null; headers?: Record<string, string>; timeoutMs?: number;

@@ -49,10 +49,14 @@ class Tool:
     execute: Execute | None = None
     source: str = "native"
     endpoint: HttpSpec | None = None
+    # total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms
+    deadline_ms: int = 0
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("a tool needs a name")
+        if self.deadline_ms < 0:
+            raise ValueError(f"tool {self.name!r}: deadline_ms must not be negative")
         if self.source not in TOOL_SOURCES:
             raise ValueError(f"tool {self.name!r}: source must be one of {', '.join(TOOL_SOURCES)}")
         if self.source != "native" and (self.endpoint is None or not self.endpoint.url):
