@@ -28,6 +28,7 @@ from ..model import JSON, Event
 from . import codec, handle_index, lmdb_write
 from .base import Batch, HandleCensus, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
+from .datafile import check_data_file, disk_is_full, free_bytes
 from .dirlock import DirLock
 from .lmdb_write import GroupWriter, WriterStats
 
@@ -94,8 +95,10 @@ class LmdbStore:
             error: Exception = StoreFull(
                 f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
                 f"restart toolnexus-daemon with a larger --map-size")
-        elif isinstance(exc, lmdb.DiskError):
-            error = StoreFull(f"the disk holding {self._path} is full; free space and retry")
+        elif isinstance(exc, lmdb.DiskError) or (isinstance(exc, lmdb.Error) and disk_is_full(self._path)):
+            # a full disk surfaces as ENOSPC, or as EIO from the commit's write or sync
+            error = StoreFull(f"the disk holding {self._path} is full ({free_bytes(self._path)} bytes free); "
+                              "free space on it and retry")
         elif isinstance(exc, StoreError):
             return exc
         else:
@@ -214,6 +217,7 @@ class LmdbStore:
 
 
 def _open_env(path: Path, map_size: int, sync: bool) -> lmdb.Environment:
+    check_data_file(path)
     try:
         return lmdb.open(str(path), map_size=map_size, max_dbs=len(Table) + 1, sync=sync, subdir=True)
     except lmdb.Error as exc:
