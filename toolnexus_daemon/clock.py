@@ -29,8 +29,11 @@ def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_rfc3339(text: str) -> float | None:
-    """Seconds since the epoch, or None if ``text`` is not a timestamp."""
+def parse_rfc3339(text: object) -> float | None:
+    """Seconds since the epoch, or None if ``text`` is not a timestamp (a record stored before
+    peer data was bounded may hold a number or an object here; it reads as no expiry)."""
+    if not isinstance(text, str):
+        return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
