@@ -29,12 +29,15 @@ run: $(STAMP)
 dev-model: $(STAMP)
 	$(BIN)/toolnexus-daemon dev-model --listen 127.0.0.1:8099
 
-test: proto-check node-test
+test: proto-check lint typecheck node-test
 	$(BIN)/pytest -q
 
+# ruff, and the import contracts of pyproject.toml (the layers docs/architecture.md describes)
 lint: $(STAMP)
 	$(BIN)/ruff check toolnexus_daemon clients/python tests examples scripts
+	$(BIN)/lint-imports --no-cache
 
+# mypy --strict (pyproject.toml) on the daemon and the Python client
 typecheck: $(STAMP)
 	$(BIN)/mypy toolnexus_daemon clients/python/toolnexus_client
 

@@ -31,6 +31,7 @@ from .clock import SystemClock
 from .config import Settings
 from .engine.engine import Engine
 from .engine.runtime import Runtime
+from .envexpand import EnvAllowList
 from .errors import StoreError, StoreLocked
 from .llm.factory import model_factory
 from .logs import configure, log_events
@@ -38,7 +39,6 @@ from .metrics import Metrics
 from .model import Event, ToolSource
 from .store.lmdb_store import LmdbStore
 from .tools.base import ToolExecutor
-from .tools.envexpand import EnvAllowList
 from .tools.http_tool import HttpToolExecutor
 from .tools.native import NativeExecutor
 from .tools.resolver import HubResolver

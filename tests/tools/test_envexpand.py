@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolnexus_daemon.tools.envexpand import expand, expand_headers, expanded_secrets, mask
+from toolnexus_daemon.envexpand import expand, expand_headers, expanded_secrets, mask
 
 
 def test_variables_are_replaced() -> None:

@@ -41,7 +41,7 @@ ResumeObserver = Callable[[str], None]
 SHUTTING_DOWN = "the daemon is shutting down; the state is durable, retry once it serves again"
 
 
-class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # type: ignore[misc]  # generated, untyped base
+class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base (untyped, not checked)
     def __init__(self, engine: Engine, hub: WorkerHub, facts: DaemonFacts | None = None, *,
                  on_resume: ResumeObserver | None = None) -> None:
         self._engine = engine

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from ..bounds import PeerLimits
 from ..clock import Clock
+from ..envexpand import EnvAllowList
 from ..errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StoreError
 from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
 from ..tools.base import Resolver, ToolExecutor
-from ..tools.envexpand import EnvAllowList
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
 

@@ -72,7 +72,7 @@ async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = Fa
     if h.state is not HandleState.IDLE:
         await _stop_turn(rt, h)
         keep_result = False
-    if h.state is HandleState.CLOSED:
+    if _closed_meanwhile(h):
         return  # a concurrent Close got here first while this one waited: one transition, one event
     result = h.result(Status.CLOSED, f"closed ({reason})")
     change = _drop_turn(rt, h)
@@ -84,6 +84,11 @@ async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = Fa
     change.event(h, EventType.CLOSED, note, result=result)
     await rt.commit(change)
     h.settle_waiters(result)
+
+
+def _closed_meanwhile(h: Handle) -> bool:
+    """The state re-read after an await (a type checker narrows the earlier check across it)."""
+    return h.state is HandleState.CLOSED
 
 
 async def _grace(rt: Runtime, h: Handle) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..envexpand import EnvAllowList, referenced
 from ..errors import InvalidArgument
 from ..model import AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolSource
-from ..tools.envexpand import EnvAllowList, referenced
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RUNTIME_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

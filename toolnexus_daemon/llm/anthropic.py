@@ -17,8 +17,8 @@ import json
 
 import httpx
 
+from ..envexpand import expand_headers
 from ..model import JSON, Usage
-from ..tools.envexpand import expand_headers
 from .anthropic_stream import AnthropicStream
 from .base import ANTHROPIC_BLOCKS_KEY, ModelError, ModelReply, ModelRequest, token_count
 from .http_base import HttpTransport

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import httpx
 
+from ..envexpand import expand_headers
 from ..model import JSON
-from ..tools.envexpand import expand_headers
 from .base import ANTHROPIC_BLOCKS_KEY, ModelError, ModelReply, ModelRequest, reply_from_openai
 from .http_base import HttpTransport
 from .retry import Reader, exchange, json_reader, secret_values

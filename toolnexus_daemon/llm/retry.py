@@ -49,7 +49,7 @@ def is_retryable_status(status: int) -> bool:
 def backoff_delay(attempt: int, base: float, cap: float, rand: Callable[[], float]) -> float:
     """Full-jitter backoff before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
     # min() first so a large attempt cannot overflow the float before capping
-    window = min(cap, base * 2 ** min(attempt, 62))
+    window = min(cap, base * 2.0 ** min(attempt, 62))
     return max(0.0, rand() * window)
 
 

@@ -23,9 +23,9 @@ from urllib.parse import quote
 
 import httpx
 
+from ..envexpand import expand_headers, expanded_secrets, mask
 from ..model import JSON, HttpConfig, ToolResult
 from .base import ToolInvocation
-from .envexpand import expand_headers, expanded_secrets, mask
 
 DEFAULT_TIMEOUT_MS = 30_000
 # a tool result is fed to the model; an unbounded body would blow its context

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 
 import httpx
 
+from ..envexpand import expand_headers
 from ..model import JSON, ToolResult
 from .base import ToolInvocation
-from .envexpand import expand_headers
 from .http_tool import DEFAULT_MAX_OUTPUT_CHARS, http_error, send, truncate
 
 _SNIPPET_CHARS = 200
