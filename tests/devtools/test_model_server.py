@@ -53,19 +53,21 @@ def test_mock_model_without_tools_says_ok() -> None:
 
 
 def test_approval_asks_then_performs() -> None:
-    """No answer asks for approval under a per-handle id; an ok answer performs the action."""
-    call = {"call_id": "c1", "runtime_id": "rt", "handle": "root", "tool": "approval", "answer": None}
+    """No answer asks for approval under a per-action id; an ok answer performs the action; a
+    decline makes the re-invoked call (a new attempt) ask the same question again."""
+    call = {"call_id": "rt/root/s1c0", "runtime_id": "rt", "handle": "root", "tool": "approval",
+            "answer": None}
     pending = handle_approval(call)["pending"]
-    assert pending == {"id": approval_request_id("rt", "root"), "kind": "approval", "prompt": "approve?"}
-    assert handle_approval({**call, "call_id": "c2", "answer": {"id": pending["id"], "ok": True}}) == {
+    assert pending == {"id": approval_request_id("rt/root/s1c0"), "kind": "approval", "prompt": "approve?"}
+    retry = {**call, "call_id": "rt/root/s1c0a1"}
+    assert handle_approval({**retry, "answer": {"id": pending["id"], "ok": True}}) == {
         "output": "action performed", "is_error": False}
-    assert handle_approval({**call, "call_id": "c3", "answer": {"id": pending["id"], "ok": False}})[
-        "pending"] == pending
+    assert handle_approval({**retry, "answer": {"id": pending["id"], "ok": False}})["pending"] == pending
 
 
-def test_approval_ids_differ_per_handle_and_are_short() -> None:
-    """Two handles get different ids, each 'approval-' and ten hex digits."""
-    a, b = approval_request_id("rt", "root"), approval_request_id("rt", "root/x.1")
+def test_approval_ids_differ_per_action_and_are_short() -> None:
+    """Two actions of one handle get different ids, each 'approval-' and ten hex digits."""
+    a, b = approval_request_id("rt/root/s1c0"), approval_request_id("rt/root/s3c0")
     assert a != b
     assert re.fullmatch(r"approval-[0-9a-f]{10}", a)
 
@@ -121,10 +123,10 @@ async def test_mock_model_and_approval_webhook_together(server: ScriptedModelSer
     assert call["function"]["name"] == "approval"
     tools = WebhookExecutor(env={})
     args = json.loads(call["function"]["arguments"])
-    result = await tools.invoke(ToolInvocation("rt", "root", "t1", tool, args))
+    result = await tools.invoke(ToolInvocation("rt", "root", "rt/root/s1c0", tool, args))
     await tools.aclose()
     assert result.pending is not None
-    assert result.pending.id == approval_request_id("rt", "root")
+    assert result.pending.id == approval_request_id("rt/root/s1c0")
 
 
 @pytest.mark.parametrize(("listen", "parsed"), [

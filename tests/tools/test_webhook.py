@@ -32,7 +32,7 @@ async def test_approval_round_trip(server: ScriptedModelServer, executor: Webhoo
     first = await executor.invoke(invocation(server.approval_url))
     assert first.is_error is False
     assert first.pending is not None
-    assert first.pending.id == approval_request_id("rt", "root/a.1")
+    assert first.pending.id == approval_request_id("call-1")  # the action: call-1 has no attempt suffix
     assert (first.pending.kind, first.pending.prompt) == ("approval", "approve?")
     answer = Answer(id=first.pending.id, ok=True)
     second = await executor.invoke(invocation(server.approval_url, call_id="call-2", answer=answer))
@@ -44,7 +44,8 @@ async def test_a_declined_answer_repeats_the_same_request(server: ScriptedModelS
     """A not-ok answer gets the identical request back, which the daemon reads as declined."""
     first = await executor.invoke(invocation(server.approval_url))
     assert first.pending is not None
-    again = await executor.invoke(invocation(server.approval_url, call_id="call-2",
+    # the re-invocation is a new attempt of the same call: its action id is unchanged
+    again = await executor.invoke(invocation(server.approval_url, call_id="call-1a1",
                                              answer=Answer(id=first.pending.id, ok=False)))
     assert again.pending == first.pending
 
@@ -57,7 +58,8 @@ async def test_the_payload_and_headers_sent(server: ScriptedModelServer, executo
     seen = server.received[0]
     assert seen.method == "POST"
     assert seen.headers["authorization"] == "Bearer s3cret"
-    assert seen.json() == {"call_id": "call-1", "runtime_id": "rt", "handle": "root/a.1", "tool": "approve",
+    assert seen.json() == {"call_id": "call-1", "action_id": "call-1", "runtime_id": "rt",
+                           "handle": "root/a.1", "tool": "approve",
                            "arguments": {"what": "deploy"},
                            "answer": {"id": "r1", "ok": True, "data": {"k": 1}}}
 

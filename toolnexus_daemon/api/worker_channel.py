@@ -27,6 +27,7 @@ from grpc import aio
 from ..engine.engine import Engine
 from ..errors import InvalidArgument
 from ..model import JSON, Answer, Request
+from ..tools.base import action_of
 from ..workers import CallKind, Outgoing, WorkerHub, WorkerSession
 from ._gen import runtime_pb2 as pb
 from .convert import answer_from, answer_to, optional_struct, request_from, request_to, to_struct
@@ -135,7 +136,7 @@ def daemon_message(out: Outgoing) -> pb.DaemonMessage:
     p = out.payload
     if out.kind is CallKind.TOOL:
         call = pb.ToolCall(call_id=out.call_id, handle=out.handle, tool=str(p.get("tool") or ""),
-                           arguments=to_struct(p.get("arguments")))
+                           arguments=to_struct(p.get("arguments")), action_id=action_of(out.call_id))
         if p.get("answer"):
             call.answer.CopyFrom(answer_to(Answer.from_json(p["answer"])))
         return pb.DaemonMessage(tool_call=call)

@@ -11,27 +11,28 @@ from __future__ import annotations
 import hashlib
 
 from ..model import JSON
+from ..tools.base import action_of
 
 PROMPT = "approve?"
 DONE = "action performed"
 
 
-def approval_request_id(runtime_id: str, handle: str) -> str:
-    """A request id stable for one handle of one runtime.
+def approval_request_id(action_id: str) -> str:
+    """A request id of its own for every action, stable across that call's re-invocations.
 
-    Not derived from ``call_id``: on resume the daemon re-invokes the tool
-    with a new call id, and a declined re-invocation must repeat the *same*
-    request for the daemon to recognise it as declined.
+    Built from ``action_id`` (the call id without its attempt suffix), not from the handle: a
+    handle performs many actions, and each must ask its own question. Re-invoked after a decline,
+    the call repeats the *same* request, which the daemon resolves as declined.
     """
-    digest = hashlib.sha1((runtime_id + handle).encode()).hexdigest()
+    digest = hashlib.sha1(action_id.encode()).hexdigest()
     return "approval-" + digest[:10]
 
 
 def handle_approval(call: JSON) -> JSON:
-    """Answer one webhook call ``{call_id, runtime_id, handle, tool, arguments, answer}``."""
+    """Answer one webhook call ``{call_id, action_id, runtime_id, handle, tool, arguments, answer}``."""
     answer = call.get("answer")
     if isinstance(answer, dict) and answer.get("ok"):
         return {"output": DONE, "is_error": False}
-    request_id = approval_request_id(str(call.get("runtime_id") or ""), str(call.get("handle") or ""))
+    action = str(call.get("action_id") or action_of(str(call.get("call_id") or "")))
     return {"output": "", "is_error": False,
-            "pending": {"id": request_id, "kind": "approval", "prompt": PROMPT}}
+            "pending": {"id": approval_request_id(action), "kind": "approval", "prompt": PROMPT}}

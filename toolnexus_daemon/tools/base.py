@@ -6,6 +6,7 @@ ToolResult with ``is_error`` (DESIGN: failures cross boundaries as values).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,6 +24,19 @@ class ToolInvocation:
     answer: Answer | None = None
     # source native: how long to wait for a connected worker to take the call
     take_timeout_ms: int = 30_000
+
+    @property
+    def action_id(self) -> str:
+        """The call's id without its attempt suffix: one per action, the same on re-invocation."""
+        return action_of(self.call_id)
+
+
+_ATTEMPT = re.compile(r"a\d+$")
+
+
+def action_of(call_id: str) -> str:
+    """``<runtime>/<handle>/s<step>c<call>`` from a call id that may end in ``a<attempt>``."""
+    return _ATTEMPT.sub("", call_id)
 
 
 class ToolExecutor(Protocol):

@@ -25,8 +25,8 @@ _SNIPPET_CHARS = 200
 
 def payload(inv: ToolInvocation) -> JSON:
     """The JSON body a webhook receives for one call."""
-    return {"call_id": inv.call_id, "runtime_id": inv.runtime_id, "handle": inv.handle,
-            "tool": inv.tool.name, "arguments": inv.arguments,
+    return {"call_id": inv.call_id, "action_id": inv.action_id, "runtime_id": inv.runtime_id,
+            "handle": inv.handle, "tool": inv.tool.name, "arguments": inv.arguments,
             "answer": inv.answer.to_json() if inv.answer is not None else None}
 
 

@@ -547,18 +547,20 @@ class WorkerMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[WorkerHello, _Mapping]] = ..., tool_outcome: _Optional[_Union[ToolOutcome, _Mapping]] = ..., llm_reply: _Optional[_Union[LlmReply, _Mapping]] = ..., resolve_reply: _Optional[_Union[ResolveReply, _Mapping]] = ...) -> None: ...
 
 class ToolCall(_message.Message):
-    __slots__ = ("call_id", "handle", "tool", "arguments", "answer")
+    __slots__ = ("call_id", "handle", "tool", "arguments", "answer", "action_id")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
+    ACTION_ID_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     handle: str
     tool: str
     arguments: _struct_pb2.Struct
     answer: Answer
-    def __init__(self, call_id: _Optional[str] = ..., handle: _Optional[str] = ..., tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
+    action_id: str
+    def __init__(self, call_id: _Optional[str] = ..., handle: _Optional[str] = ..., tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ..., action_id: _Optional[str] = ...) -> None: ...
 
 class LlmCall(_message.Message):
     __slots__ = ("call_id", "handle", "body")
