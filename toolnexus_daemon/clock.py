@@ -12,6 +12,9 @@ class Clock(Protocol):
     def now(self) -> float:
         """Seconds since the epoch."""
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (durations: latencies, waits)."""
+
     async def sleep(self, seconds: float) -> None:
         """Suspend the caller for ``seconds``."""
 
@@ -20,8 +23,36 @@ class SystemClock:
     def now(self) -> float:
         return time.time()
 
+    def monotonic(self) -> float:
+        return time.monotonic()
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+class ManualClock:
+    """A virtual clock for engine tests: time moves only when ``advance`` (or ``sleep``) says.
+
+    Expiry, wall budgets and latencies become exact and instant to test — no dates in the past,
+    no real waiting."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self._now = start
+        self._mono = 0.0
+
+    def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+        self._mono += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+        await asyncio.sleep(0)
 
 
 def rfc3339(ts: float) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from toolnexus_daemon.clock import SystemClock
+from toolnexus_daemon.clock import ManualClock
 from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
@@ -86,6 +86,7 @@ class Bench:
     tools: FunctionTools
     store: MemoryStore
     resolver: FunctionResolver
+    clock: ManualClock
 
 
 LLM = LlmConfig(style=LlmStyle.WORKER, model="scripted")
@@ -97,10 +98,11 @@ async def bench() -> AsyncIterator[Bench]:
     tools = FunctionTools()
     store = MemoryStore()
     resolver = FunctionResolver()
-    engine = Engine(store, clock=SystemClock(), model_for=lambda llm: model,
+    clock = ManualClock()  # engine time moves only when a test advances it
+    engine = Engine(store, clock=clock, model_for=lambda llm: model,
                     executors={ToolSource.NATIVE: tools}, resolver=resolver)
     await engine.start()
-    yield Bench(engine, model, tools, store, resolver)
+    yield Bench(engine, model, tools, store, resolver, clock)
     await engine.stop()
 
 

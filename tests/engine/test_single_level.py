@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from toolnexus_daemon.clock import rfc3339
 from toolnexus_daemon.devtools import mock_model
 from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -150,22 +151,38 @@ async def test_the_same_request_pending_on_two_handles_needs_a_handle(bench: Ben
     assert rt.snapshot(a.id).state is HandleState.SUSPENDED, "the other handle still waits"
 
 
-async def test_an_answer_after_expiry_is_a_decline(bench: Bench) -> None:
+async def _expiring_in_an_hour(bench: Bench, rid: str) -> Runtime:
+    expires = rfc3339(bench.clock.now() + 3600)
+
     def expiring(args: dict, inv: ToolInvocation) -> ToolResult:  # type: ignore[type-arg]
         if inv.answer is None:
             return ToolResult(output="", pending=Request(id="late", kind="approval", prompt="approve?",
-                                                         expires_at="2000-01-01T00:00:00Z"))
+                                                         expires_at=expires))
         return ToolResult(output="action performed")
 
     bench.model.script = mock_model
     bench.tools.functions["secret_action"] = expiring
-    rt = await new_runtime(bench, "expiry", SECRET)
+    rt = await new_runtime(bench, rid, SECRET)
     h = await rt.spawn("root", "secret")
     await rt.wake(h.id, "go")
     await rt.wait(h.id, 5000)
+    return rt
+
+
+async def test_an_answer_after_expiry_is_a_decline(bench: Bench) -> None:
+    """On the virtual clock: an hour and a second after the request, ok counts as a decline."""
+    rt = await _expiring_in_an_hour(bench, "expiry")
+    bench.clock.advance(3601)
     out = await rt.resume(Answer(id="late", ok=True))
     assert out.result is not None and out.result.text == "declined/expired: approve?"
     assert bench.tools.ledger[-1].answer is None, "treated as a decline: invoked fresh"
+
+
+async def test_an_answer_just_before_expiry_is_accepted(bench: Bench) -> None:
+    rt = await _expiring_in_an_hour(bench, "in-time")
+    bench.clock.advance(3599)
+    out = await rt.resume(Answer(id="late", ok=True))
+    assert out.result is not None and out.result.text == "action performed"
 
 
 async def test_impossible_ids_are_unknown_not_internal_errors(bench: Bench) -> None:

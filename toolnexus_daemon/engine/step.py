@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from ..bounds import check_tool_result
@@ -103,7 +102,7 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
     prior = step.results.get(i)
     answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
     default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
-    started = time.monotonic()
+    started = rt.deps.clock.monotonic()
     result = await _invoke(rt, h, call, answer, default_id)
     if result.pending is not None and not answered and not is_task_call(rt, h, call):
 
@@ -123,7 +122,7 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
             step.chained[i] = step.chained.get(i, 1) + 1
     step.results[i] = result
     outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
-    latency_ms = int((time.monotonic() - started) * 1000)
+    latency_ms = int((rt.deps.clock.monotonic() - started) * 1000)
     change = into if into is not None else Change()
     change.event(h, EventType.TOOL_RESULT, notes.tool_result(h.id, call.name, outcome),
                  data={"tool": call.name, "call_id": call.call_id, "outcome": outcome,

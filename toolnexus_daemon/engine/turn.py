@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from ..bounds import PeerDataError, check_reply, parse_arguments
@@ -71,9 +70,9 @@ async def _loop(rt: Runtime, h: Handle) -> None:
                     await _settle_incomplete(rt, h, cp, text, spent[1],
                                              f"{h.id}: running→idle (INCOMPLETE: {text})")
                     return
-                started = time.monotonic()
+                started = rt.deps.clock.monotonic()
                 reply = await _ask_model(rt, h, cp)
-                await _record_reply(rt, h, cp, reply, int((time.monotonic() - started) * 1000))
+                await _record_reply(rt, h, cp, reply, int((rt.deps.clock.monotonic() - started) * 1000))
             else:
                 deferred = await run_step(rt, h, cp, cp.step)
                 if await maybe_suspend(rt, h, cp.step, deferred):
