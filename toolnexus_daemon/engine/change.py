@@ -8,10 +8,14 @@ serialised at commit time, events get their seq under the commit lock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..model import JSON, EventType, Request, TaskResult
+from ..model import JSON, EventType, HandleState, Request, TaskResult
 from .checkpoint import Checkpoint
 from .handle import Handle
+
+if TYPE_CHECKING:
+    from .requests import RequestEntry
 
 
 @dataclass
@@ -32,7 +36,7 @@ class Change:
     messages: list[tuple[str, int, JSON]] = field(default_factory=list)
     truncate: list[tuple[str, int]] = field(default_factory=list)
     checkpoints: dict[str, Checkpoint | None] = field(default_factory=dict)
-    requests: dict[str, JSON | None] = field(default_factory=dict)
+    requests: dict[str, RequestEntry] = field(default_factory=dict)
     events: list[EventSpec] = field(default_factory=list)
     runtime: bool = False
 
@@ -46,9 +50,10 @@ class Change:
         self.events.append(EventSpec(h.id, type_, note, pending=pending, result=result, data=data))
         return self
 
-    def transition(self, h: Handle, from_state: str, to_state: str, note: str) -> Change:
-        self.events.append(EventSpec(h.id, EventType.TRANSITION, note, from_state=from_state,
-                                     to_state=to_state))
+    def transition(self, h: Handle, from_state: HandleState, to_state: HandleState, note: str) -> Change:
+        """A state change of ``h``, recorded as a ``transition`` event (the pinned state names)."""
+        self.events.append(EventSpec(h.id, EventType.TRANSITION, note, from_state=str(from_state),
+                                     to_state=str(to_state)))
         return self
 
     def message(self, h: Handle, index: int, message: JSON) -> Change:

@@ -61,7 +61,8 @@ async def _flip(rt: Runtime, h: Handle, request: Request, who: str) -> None:
     assert h.cp is not None
     h.state, h.pending, h.escalating = HandleState.SUSPENDED, request, True
     change = Change().save(h).checkpoint(h, h.cp)
-    change.transition(h, "running", "suspended", notes.pending_inline(h.id, request.kind, request.prompt))
+    change.transition(h, HandleState.RUNNING, HandleState.SUSPENDED,
+                      notes.pending_inline(h.id, request.kind, request.prompt))
     change.event(h, EventType.ESCALATE, notes.escalate(h.id, who), pending=request, data={"to": who})
     await rt.commit(change)
 
@@ -71,10 +72,11 @@ async def _back(rt: Runtime, h: Handle, answer: Answer | None) -> None:
     h.state, h.pending, h.escalating = HandleState.RUNNING, None, False
     change = Change().save(h).checkpoint(h, h.cp)
     if answer is None:
-        change.transition(h, "suspended", "running",
+        change.transition(h, HandleState.SUSPENDED, HandleState.RUNNING,
                           f"{h.id}: suspended→running (no interpreter answered; the suspension goes durable)")
     else:
-        change.transition(h, "suspended", "running", notes.suspended_running(h.id, answer.ok))
+        change.transition(h, HandleState.SUSPENDED, HandleState.RUNNING,
+                          notes.suspended_running(h.id, answer.ok))
         change.event(h, EventType.RESUMED, notes.suspended_running(h.id, answer.ok),
                      data={"request_id": answer.id, "ok": answer.ok, "inline": True})
     await rt.commit(change)

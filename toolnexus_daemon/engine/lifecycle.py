@@ -41,12 +41,12 @@ async def interrupt(rt: Runtime, h: Handle) -> Interrupted:
     cancelled = h.pending.id if h.pending is not None else ""
     if h.state is HandleState.RUNNING:
         await _stop_turn(rt, h)
-        await _abandon(rt, h, "running", notes.interrupted(h.id), Status.INTERRUPTED)
+        await _abandon(rt, h, HandleState.RUNNING, notes.interrupted(h.id), Status.INTERRUPTED)
         cancelled = ""
     elif h.state is HandleState.SUSPENDED:
         for member in _pending_chain(rt, h):
             kind = member.pending.kind if member.pending else ""
-            await _abandon(rt, member, "suspended", notes.pending_cancelled(member.id, kind),
+            await _abandon(rt, member, HandleState.SUSPENDED, notes.pending_cancelled(member.id, kind),
                            Status.INTERRUPTED)
     else:
         raise FailedPrecondition(f'handle "{h.id}" is {h.state}; only a running or suspended handle '
@@ -68,7 +68,7 @@ async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = Fa
         return
     if h.state is HandleState.RUNNING:
         await _grace(rt, h)
-    prior = str(h.state)
+    prior = h.state
     if h.state is not HandleState.IDLE:
         await _stop_turn(rt, h)
         keep_result = False
@@ -79,8 +79,8 @@ async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = Fa
     h.state = HandleState.CLOSED
     if not (keep_result and h.last_result is not None):
         h.last_result = result
-    note = notes.closed(h.id, prior, reason)
-    change.save(h).transition(h, prior, "closed", note)
+    note = notes.closed(h.id, str(prior), reason)
+    change.save(h).transition(h, prior, HandleState.CLOSED, note)
     change.event(h, EventType.CLOSED, note, result=result)
     await rt.commit(change)
     h.settle_waiters(result)
@@ -128,21 +128,15 @@ def _drop_turn(rt: Runtime, h: Handle) -> Change:
 
 def _cancel_request(rt: Runtime, h: Handle, change: Change) -> None:
     assert h.pending is not None
-    entry = change.requests.get(h.pending.id) or rt.deps.store.get_request(rt.id, h.pending.id)
-    if not entry:
-        return
-    handles = dict(entry.get("handles") or {})
-    if h.id in handles:
-        handles[h.id] = {"state": "cancelled"}
-        change.requests[h.pending.id] = {"request": entry["request"], "handles": handles}
+    rt.requests.cancel(change, h.pending.id, h.id)
 
 
-async def _abandon(rt: Runtime, h: Handle, prior: str, note: str, status: Status) -> None:
+async def _abandon(rt: Runtime, h: Handle, prior: HandleState, note: str, status: Status) -> None:
     change = _drop_turn(rt, h)
     result = h.result(status, "interrupted")
     h.state = HandleState.IDLE
     h.last_result = result
-    change.save(h).transition(h, prior, "idle", note)
+    change.save(h).transition(h, prior, HandleState.IDLE, note)
     change.event(h, EventType.RESULT, note, result=result)
     await rt.commit(change)
     h.settle_waiters(result)

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 
 from ..clock import parse_rfc3339
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
-from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
+from ..model import Answer, EventType, HandleState, Request, TaskResult
 from . import notes
 from .change import Change
-from .handle import Handle, storable_id
+from .handle import Handle
+from .requests import RequestEntry, WaitState
 from .step import announce_reinvocations
 
 if TYPE_CHECKING:
@@ -47,24 +48,19 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller."""
     if not answer.id:
         raise InvalidArgument("answer.id is required (the id of the pending Request)")
-    entry = rt.deps.store.get_request(rt.id, answer.id) if storable_id(answer.id) else None
-    if not entry:
+    entry = rt.requests.get(answer.id)
+    if entry is None:
         raise NotFound(f'no request "{answer.id}" in runtime "{rt.id}" (unknown or already cancelled)')
-    handles: dict[str, JSON] = dict(entry.get("handles") or {})
-    pending = [hid for hid, st in handles.items() if st.get("state") == "pending"]
-    target = _pick(rt, answer.id, pending, handle_id)
+    target = _pick(rt, answer.id, entry.pending(), handle_id)
     if target is None:
-        return _duplicate_or_refuse(rt, answer, handles, handle_id), None
+        return _duplicate_or_refuse(rt, answer, entry, handle_id), None
     leaf = rt.handle(target)
-    request = Request.from_json(entry["request"])
-    effective = _expired_as_decline(rt, answer, request)
+    effective = _expired_as_decline(rt, answer, Request.from_json(entry.request))
     chain = [leaf] + [a for a in rt.ancestors(leaf) if _suspended_on(a, answer.id)]
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
-    # "top" lets a repeated answer report what the first one did: the top of its cascade
-    handles[target] = {"state": "answered", "answer": answer.to_json(), "top": chain[-1].id}
     change = Change()
-    change.requests[answer.id] = {"request": entry["request"], "handles": handles}
+    rt.requests.answer(change, answer.id, entry, target, answer, top=chain[-1].id)
     for h in chain:
         _restart(rt, h, effective, change, cascade=h is not leaf)
     return Accepted(chain=chain, duplicate=False), change
@@ -85,15 +81,14 @@ def _pick(rt: Runtime, req_id: str, pending: list[str], handle_id: str) -> str |
     return pending[0] if pending else None
 
 
-def _duplicate_or_refuse(rt: Runtime, answer: Answer, handles: dict[str, JSON], handle_id: str) -> Accepted:
+def _duplicate_or_refuse(rt: Runtime, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
     """No pending handle is left: the same answer again is a no-op; another one is refused."""
-    for hid, st in handles.items():
+    for hid, wait in entry.waits.items():
         if handle_id and not (hid == handle_id or hid.startswith(handle_id + "/")):
             continue
-        given = st.get("answer")
-        if given is not None and Answer.from_json(given) == answer:
-            return Accepted(chain=[rt.handle(str(st.get("top") or hid))], duplicate=True)
-    state = next(iter(handles.values()), {}).get("state", "answered")
+        if wait.answer is not None and wait.answer == answer:
+            return Accepted(chain=[rt.handle(wait.top or hid)], duplicate=True)
+    state = next(iter(entry.waits.values())).state if entry.waits else WaitState.ANSWERED
     raise FailedPrecondition(
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')
 
@@ -123,6 +118,6 @@ def _restart(rt: Runtime, h: Handle, answer: Answer, change: Change, *, cascade:
     change.event(h, EventType.RESUMED, note, data={"request_id": answer.id, "ok": answer.ok})
     if cascade:
         change.event(h, EventType.REATTACH, notes.cascade(h.id))
-    change.transition(h, "suspended", "idle", notes.answer_accepted(h.id))
-    change.transition(h, "idle", "running", notes.running_again(h.id))
+    change.transition(h, HandleState.SUSPENDED, HandleState.IDLE, notes.answer_accepted(h.id))
+    change.transition(h, HandleState.IDLE, HandleState.RUNNING, notes.running_again(h.id))
     announce_reinvocations(rt, h, h.cp, change)

@@ -54,6 +54,7 @@ from .change import Change
 from .checkpoint import Call, Checkpoint
 from .committer import Committer
 from .handle import Handle, children_log, storable_id
+from .requests import RequestIndex
 from .resume import ResumeOutcome
 from .watch import watch as watch_events
 
@@ -93,6 +94,7 @@ class Runtime:
         self.bus = EventBus()
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
         next_seq = deps.store.last_seq(runtime_id) + 1
+        self.requests = RequestIndex(deps.store, runtime_id)
         first = deps.store.events(runtime_id, 0, 1)
         self._committer = Committer(self, next_seq, first[0].seq if first else next_seq)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -160,7 +162,7 @@ class Runtime:
         for hid, cp in change.checkpoints.items():
             batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
         for req_id, entry in change.requests.items():
-            batch.requests[(rid, req_id)] = entry
+            batch.requests[(rid, req_id)] = entry.to_json()
 
     def restore(self, change: Change) -> None:
         """After a failed commit, the store is the truth: reload what the change touched, in place

@@ -210,7 +210,7 @@ def _settle(h: Handle, cp: Checkpoint, change: Change, result: TaskResult, note:
     h.cp = None
     h.last_result = result
     change.save(h).checkpoint(h, None)
-    change.transition(h, "running", "idle", note)
+    change.transition(h, HandleState.RUNNING, HandleState.IDLE, note)
     change.event(h, EventType.RESULT, note, result=result)
 
 
@@ -250,7 +250,7 @@ async def _settle_error(rt: Runtime, h: Handle, message: str) -> None:
     h.cp = None
     h.last_result = result
     change.save(h).checkpoint(h, None)
-    change.transition(h, "running", "idle", notes.errored(h.id, message))
+    change.transition(h, HandleState.RUNNING, HandleState.IDLE, notes.errored(h.id, message))
     change.event(h, EventType.RESULT, notes.errored(h.id, message), result=result)
     await rt.commit(change)
     h.settle_waiters(result)

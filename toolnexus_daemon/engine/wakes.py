@@ -88,7 +88,7 @@ async def _start(rt: Runtime, h: Handle, prompt: str, change: Change) -> None:
     h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained)
     change.save(h).message(h, h.log_len, {"role": "user", "content": text}).checkpoint(h, h.cp)
     h.log_len += 1
-    change.transition(h, "idle", "running", notes.woke(h.id))
+    change.transition(h, HandleState.IDLE, HandleState.RUNNING, notes.woke(h.id))
     await rt.commit(change)
     rt.launch(h)
 

@@ -1,0 +1,137 @@
+"""The request index: the one owner of "a request became pending, answered or cancelled".
+
+Per runtime and request id it records the leaf handles that wait on the request and, for each,
+whether it is still pending, was answered (with the answer, and the top of the cascade that
+answer reached, so a repeated answer can report what the first did) or was cancelled. ``suspend``
+opens waits, ``resume`` answers them, ``lifecycle`` cancels them — all through this module, so the
+states are an enum and the stored shape is built and read in one place.
+
+A request id is single-use within a runtime (docs/protocol.md §4): once any wait on it is
+settled, a new suspension under the same id gets a daemon-made ``<id>~<12 hex>``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from ..model import JSON, Answer, Request
+from .handle import storable_id
+
+if TYPE_CHECKING:
+    from ..store.base import Store
+    from .change import Change
+
+
+class WaitState(StrEnum):
+    PENDING = "pending"
+    ANSWERED = "answered"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One leaf handle's wait on a request."""
+
+    state: WaitState
+    answer: Answer | None = None
+    top: str = ""  # the top-most handle the answer's cascade reached
+
+    def to_json(self) -> JSON:
+        d: JSON = {"state": str(self.state)}
+        if self.answer is not None:
+            d["answer"] = self.answer.to_json()
+        if self.top:
+            d["top"] = self.top
+        return d
+
+    @classmethod
+    def from_json(cls, d: JSON) -> Wait:
+        answer = d.get("answer")
+        return cls(WaitState(d.get("state") or "pending"), Answer.from_json(answer) if answer else None,
+                   str(d.get("top") or ""))
+
+
+@dataclass
+class RequestEntry:
+    """A request (as announced) and the waits on it, by handle id."""
+
+    request: JSON
+    waits: dict[str, Wait] = field(default_factory=dict)
+
+    @classmethod
+    def opened(cls, request: Request, handle: str) -> RequestEntry:
+        return cls(request.to_json(), {handle: Wait(WaitState.PENDING)})
+
+    def pending(self) -> list[str]:
+        return [hid for hid, w in self.waits.items() if w.state is WaitState.PENDING]
+
+    def settled(self) -> bool:
+        """Whether any wait was answered or cancelled: the id is used up."""
+        return any(w.state is not WaitState.PENDING for w in self.waits.values())
+
+    def to_json(self) -> JSON:
+        return {"request": self.request, "handles": {hid: w.to_json() for hid, w in self.waits.items()}}
+
+    @classmethod
+    def from_json(cls, d: JSON) -> RequestEntry:
+        return cls(dict(d.get("request") or {}),
+                   {hid: Wait.from_json(w) for hid, w in dict(d.get("handles") or {}).items()})
+
+
+class RequestIndex:
+    """A runtime's view of the index: reads see what a change already wrote, writes go into it."""
+
+    def __init__(self, store: Store, runtime_id: str) -> None:
+        self._store = store
+        self._rid = runtime_id
+
+    def get(self, request_id: str, change: Change | None = None) -> RequestEntry | None:
+        if change is not None and request_id in change.requests:
+            return change.requests[request_id]
+        if not storable_id(request_id):
+            return None
+        rec = self._store.get_request(self._rid, request_id)
+        return RequestEntry.from_json(rec) if rec else None
+
+    def open(self, request: Request, handle: str) -> tuple[Request, RequestEntry]:
+        """The request as it will be announced, and its entry with ``handle`` waiting on it.
+
+        An id still pending elsewhere (several handles asked the same question at once) is shared;
+        a settled one is never reused, so replaying its answer cannot approve this new request."""
+        existing = self.get(request.id)
+        if existing is None:
+            return request, RequestEntry.opened(request, handle)
+        if existing.settled():
+            fresh = _renamed(request, unique_request_id(request.id))
+            return fresh, RequestEntry.opened(fresh, handle)
+        existing.request = request.to_json()
+        existing.waits[handle] = Wait(WaitState.PENDING)
+        return request, existing
+
+    def answer(self, change: Change, request_id: str, entry: RequestEntry, handle: str, answer: Answer,
+               top: str) -> None:
+        entry.waits[handle] = Wait(WaitState.ANSWERED, answer, top)
+        change.requests[request_id] = entry
+
+    def cancel(self, change: Change, request_id: str, handle: str) -> None:
+        entry = self.get(request_id, change)
+        if entry is None or handle not in entry.waits:
+            return
+        entry.waits[handle] = Wait(WaitState.CANCELLED)
+        change.requests[request_id] = entry
+
+
+def _renamed(request: Request, request_id: str) -> Request:
+    return Request(request_id, request.kind, request.prompt, request.url, request.data, request.expires_at)
+
+
+def unique_request_id(used: str) -> str:
+    """``<used>~<12 hex>``, the used id shortened if needed so the result stays storable."""
+    suffix = "~" + secrets.token_hex(6)
+    base = used
+    while not storable_id(base + suffix):
+        base = base[:-1]
+    return base + suffix
