@@ -22,6 +22,7 @@ from toolnexus_client import (
     Event,
     InterruptResult,
     PostResult,
+    Request,
     Tool,
     ToolResult,
     Unauthenticated,
@@ -103,6 +104,25 @@ async def test_plain_functions_are_served_too(daemon: DaemonProcess) -> None:
         await rt.wake(h, "go")
         result = await rt.wait(h, timeout=30)
         assert (result.status, result.text) == ("done", f"sync tool on {h}")
+
+
+async def test_an_async_wait_for_resolver_answers_inline(daemon: DaemonProcess) -> None:
+    """``wait_for=`` may be a coroutine function: it answers the request, nothing suspends durably."""
+    served = Served()
+    asked: list[tuple[str, str]] = []
+
+    async def approve(request: Request) -> dict[str, Any]:
+        asked.append((request.kind, request.prompt))
+        return {"id": request.id, "ok": True}
+
+    tool = Tool("secret_action", execute=served.secret_action)
+    reg = registry(agent(AGENT, uses={"tools": [tool]}, wait_for=True))
+    async with await Runtime.new(daemon.target, reg, transport=served.transport, wait_for=approve) as rt:
+        h = await rt.spawn(rt.root, AGENT)
+        await rt.wake(h, PROMPT)
+        result = await rt.wait(h, timeout=30)
+    assert (result.status, result.text) == ("done", "action performed")
+    assert asked == [("authorization", "approve?")]
 
 
 async def test_watch_is_an_async_iterator_of_live_events(daemon: DaemonProcess) -> None:
