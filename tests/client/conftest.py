@@ -1,9 +1,12 @@
-"""A fake AgentRuntime server on 127.0.0.1, so the worker stream is tested without the daemon.
+"""Fixtures of the client tests: a real daemon subprocess, and a fake AgentRuntime server.
 
-It implements only what the client's connection logic needs (New, Connect,
-Watch) and is scripted through queues: ``calls`` feeds the connected worker
-(``DROP`` ends the stream, as a restarting daemon would), ``hellos`` and
-``replies`` record what the worker sent, ``metadata`` what each call carried.
+``daemon`` is the real daemon on 127.0.0.1:0 with LMDB under a tmp dir, shared
+by the tests of one module (each test makes its own runtime). The fake server
+tests the worker stream's connection logic without the daemon; it implements
+only what that logic needs (New, Connect, Watch) and is scripted through
+queues: ``calls`` feeds the connected worker (``DROP`` ends the stream, as a
+restarting daemon would), ``hellos`` and ``replies`` record what the worker
+sent, ``metadata`` what each call carried.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import grpc
 import pytest
 
+from tests.support.daemon import DaemonProcess
 from toolnexus_client._gen import runtime_pb2 as pb
 from toolnexus_client._gen import runtime_pb2_grpc as pb_grpc
 
@@ -92,3 +96,13 @@ def fake() -> Iterator[tuple[FakeDaemon, str]]:
         yield daemon, f"127.0.0.1:{port}"
     finally:
         server.stop(0)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    """The real daemon serving on 127.0.0.1:<free port> with a fresh data dir; stopped after the module."""
+    proc = DaemonProcess(tmp_path_factory.mktemp("client") / "data").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()

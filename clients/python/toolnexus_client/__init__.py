@@ -34,6 +34,8 @@ from ._types import (
     HandleState,
     InboxItem,
     Info,
+    InterruptResult,
+    PostResult,
     Request,
     ResumeResult,
     Status,
@@ -67,8 +69,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "DataLoss",
     "DeadlineExceeded", "Event", "EventStream", "Execute", "FailedPrecondition", "HandleSnapshot",
-    "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InvalidArgument", "Llm", "NotFound",
-    "OutOfRange", "PermissionDenied", "Registry", "Request", "Resolver", "ResourceExhausted", "ResumeResult",
+    "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InterruptResult", "InvalidArgument", "Llm",
+    "NotFound", "OutOfRange", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
+    "ResourceExhausted", "ResumeResult",
     "Runtime", "Status", "TaskResult", "Tool", "ToolResult", "ToolnexusError", "Transport", "Unauthenticated",
     "Unavailable", "Unimplemented", "Usage", "agent", "registry",
 ]

@@ -25,6 +25,8 @@ from ._types import (
     HandleSnapshot,
     InboxItem,
     Info,
+    InterruptResult,
+    PostResult,
     Request,
     ResumeResult,
     TaskResult,
@@ -213,3 +215,12 @@ def new_request(registry: Registry, llm: Llm, options: Mapping[str, Any] | None,
                 runtime_key: str | None) -> pb.NewRequest:
     return pb.NewRequest(runtime_id=runtime_id or "", agents=[agent_to_pb(a) for a in registry.agents],
                          llm=llm_to_pb(llm), options=options_to_pb(options), runtime_key=runtime_key or "")
+
+
+def post_result_from_pb(reply: pb.PostResponse) -> PostResult:
+    return PostResult(position=reply.position, inbox_cap=reply.inbox_cap)
+
+
+def interrupt_result_from_pb(reply: pb.InterruptResponse) -> InterruptResult:
+    return InterruptResult(from_state=reply.from_state, cancelled_request=reply.cancelled_request,
+                           inbox_restored=reply.inbox_restored)

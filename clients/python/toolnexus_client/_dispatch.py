@@ -75,14 +75,14 @@ def run_llm(transport: Transport | None, call: pb.LlmCall) -> pb.LlmReply:
         return pb.LlmReply(call_id=call.call_id, error="this worker has no model transport")
     try:
         reply = transport({"body": convert.dict_from(call.body)})
-        status, body = _reply_parts(reply)
+        status, body = reply_parts(reply)
         return pb.LlmReply(call_id=call.call_id, status=status, body=convert.struct_from(body))
     except Exception as exc:
         log.warning("model transport raised %s", type(exc).__name__)
         return pb.LlmReply(call_id=call.call_id, error=f"transport raised {type(exc).__name__}: {exc}")
 
 
-def _reply_parts(reply: Mapping[str, Any]) -> tuple[int, JSON]:
+def reply_parts(reply: Mapping[str, Any]) -> tuple[int, JSON]:
     """``(status, body)`` of a transport reply; a bare chat-completion dict counts as a 200 body."""
     if "body" not in reply:
         return 200, dict(reply)

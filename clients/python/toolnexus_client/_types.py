@@ -202,3 +202,21 @@ class Info:
     limits: dict[str, int]
     runtimes: int
     format_version: str
+
+
+@dataclass(frozen=True)
+class PostResult:
+    """What Post did: the item is ``position``-th (1-based) in the inbox, which holds ``inbox_cap``."""
+
+    position: int
+    inbox_cap: int
+
+
+@dataclass(frozen=True)
+class InterruptResult:
+    """What Interrupt did: ``from_state`` ``running`` (turn aborted, ``inbox_restored`` items put back)
+    or ``suspended`` (``cancelled_request`` is the id of the pending request that was cancelled)."""
+
+    from_state: str
+    cancelled_request: str = ""
+    inbox_restored: int = 0

@@ -1,8 +1,9 @@
 """EventStream: the iterator ``Runtime.watch`` returns over a server-streaming ``Watch`` call.
 
 It converts each protobuf Event, translates stream errors into ToolnexusError,
-and can be cancelled from any thread (``cancel()`` or leaving a ``with``
-block), after which iteration simply stops.
+and can be cancelled from any thread (``cancel()``, leaving a ``with`` block,
+or the runtime's ``detach()``/``shutdown()``), after which iteration simply
+stops: the end of a stream this process asked for is not an error.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class EventStream:
                 raise StopIteration from None
             raise from_rpc_error(err) from err
         return convert.event_from_pb(message)
+
+    def ending(self) -> None:
+        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
+        ends iteration quietly, while events already on their way are still delivered."""
+        self._cancelled = True
 
     def cancel(self) -> None:
         """Stop the stream; a thread blocked in ``next`` gets StopIteration."""

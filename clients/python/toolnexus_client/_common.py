@@ -1,0 +1,107 @@
+"""What the blocking ``Runtime`` and the asyncio ``toolnexus_client.aio.Runtime`` share.
+
+Both clients are thin: each verb builds one request here, sends it over its
+own kind of channel (sync grpc or grpc.aio) and converts the reply with
+``_convert``. Keeping the request building, the environment defaults and the
+worker hello in one place means the two clients cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import _convert as convert
+from ._defs import Budget, Llm
+from ._gen import runtime_pb2 as pb
+from ._types import Answer
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+TARGET_ENV = "TOOLNEXUS_TARGET"
+TOKEN_ENV = "TOOLNEXUS_TOKEN"
+RUNTIME_KEY_HEADER = "x-toolnexus-runtime-key"
+# grpc's own reconnect backoff grows to minutes; a sidecar that restarts should be found again quickly
+CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 2000))
+# a Wait with a timeout is answered by the daemon; the deadline only guards against a dead one
+WAIT_DEADLINE_SLACK = 10.0
+
+
+def resolve_target(target: str | None) -> str:
+    """``target``, else ``$TOOLNEXUS_TARGET`` (deploy/pod.yaml sets it), else 127.0.0.1:50051."""
+    return target or os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+
+
+def resolve_token(token: str | None) -> str | None:
+    """``token``, else ``$TOOLNEXUS_TOKEN`` (the sidecar's bearer token), else none."""
+    return token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+
+
+def call_metadata(token: str | None, runtime_key: str | None) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    if token:
+        pairs.append(("authorization", f"Bearer {token}"))
+    if runtime_key:
+        pairs.append((RUNTIME_KEY_HEADER, runtime_key))
+    return tuple(pairs)
+
+
+def resolve_llm(llm: Llm | Mapping[str, Any] | None, transport: object | None) -> Llm:
+    if llm is None:
+        if transport is None:
+            raise ValueError("Runtime.new needs llm= (a model config) or transport= (a model callable)")
+        return Llm(style="worker")
+    resolved = Llm.of(llm)
+    if transport is not None and resolved.style != "worker":
+        raise ValueError(f"transport= serves llm style 'worker', but llm style is {resolved.style!r}")
+    return resolved
+
+
+def new_worker_id() -> str:
+    return f"py-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def worker_hello(dispatcher: Any, worker_id: str | None) -> pb.WorkerHello:
+    """The hello of a worker serving exactly its dispatcher's tools (and its transport / resolver)."""
+    names = sorted(dispatcher.tools)
+    return pb.WorkerHello(runtime_id=dispatcher.runtime_id, worker_id=worker_id or new_worker_id(),
+                          tools=names, llm=dispatcher.transport is not None,
+                          resolver=dispatcher.resolver is not None, no_tools=not names)
+
+
+# ------------------------------------------------------------ requests of the verbs
+
+def spawn_request(runtime_id: str, parent: str, agent: str,
+                  budget: Budget | Mapping[str, int] | None) -> pb.SpawnRequest:
+    request = pb.SpawnRequest(runtime_id=runtime_id, parent=parent, agent=agent)
+    resolved = Budget.of(budget)
+    if resolved is not None:
+        request.budget.CopyFrom(convert.budget_to_pb(resolved))
+    return request
+
+
+def wait_request(runtime_id: str, handle: str, timeout: float | None) -> tuple[pb.WaitRequest, float | None]:
+    """The Wait request and the gRPC deadline guarding it (none when waiting without a timeout)."""
+    timeout_ms = 0 if timeout is None else max(1, round(timeout * 1000))
+    deadline = None if timeout is None else timeout + WAIT_DEADLINE_SLACK
+    return pb.WaitRequest(runtime_id=runtime_id, handle=handle, timeout_ms=timeout_ms), deadline
+
+
+def resume_request(runtime_id: str, answer: Answer | Mapping[str, Any], handle: str | None,
+                   no_wait: bool) -> pb.ResumeRequest:
+    return pb.ResumeRequest(runtime_id=runtime_id, answer=convert.answer_to_pb(Answer.of(answer)),
+                            handle=handle or "", no_wait=no_wait)
+
+
+def watch_request(runtime_id: str, after_seq: int, types: Iterable[str] | None,
+                  handle: str | None) -> pb.WatchRequest:
+    return pb.WatchRequest(runtime_id=runtime_id, after_seq=after_seq, types=list(types or ()),
+                           handle=handle or "")
+
+
+def post_request(runtime_id: str, handle: str, text: str, sender: str, channel: str) -> pb.PostRequest:
+    item = convert.inbox_item_to_pb(sender, channel, text)
+    return pb.PostRequest(runtime_id=runtime_id, handle=handle, item=item)

@@ -1,0 +1,31 @@
+"""toolnexus_client.aio: the asyncio-native client (no threads).
+
+The same verbs as the blocking ``toolnexus_client.Runtime``, as coroutines;
+``watch`` is an async iterator; native tools, the model ``transport`` and the
+``wait_for`` resolver may be ``async def`` (a plain function runs in
+``asyncio.to_thread``)::
+
+    from toolnexus_client import Tool, ToolResult, agent, registry
+    from toolnexus_client.aio import Runtime
+
+    async def secret_action(args, ctx):
+        if ctx.answer is None:
+            return ToolResult.suspend(id=f"auth:{ctx.handle}", kind="authorization", prompt="approve?")
+        return "action performed"
+
+    tool = Tool("secret_action", execute=secret_action)
+    reg = registry(agent("worker", does="acts", uses={"tools": [tool]}))
+    async with await Runtime.new(registry=reg, llm={"style": "openai", "base_url": ...}) as rt:
+        h = await rt.spawn(rt.root, "worker")
+        await rt.wake(h, "do it")
+        result = await rt.wait(h)           # status "pending"
+        await rt.resume({"id": result.pending.id, "ok": True})
+
+Values, declarations and errors are those of ``toolnexus_client``.
+"""
+
+from ._dispatch import AsyncResolver, AsyncTransport
+from ._runtime import Runtime
+from ._watch import EventStream
+
+__all__ = ["AsyncResolver", "AsyncTransport", "EventStream", "Runtime"]

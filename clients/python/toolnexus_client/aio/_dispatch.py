@@ -1,0 +1,126 @@
+"""The asyncio dispatcher: each daemon call becomes a task on the event loop, deduplicated by call_id.
+
+Same contract as the blocking ``_dispatch`` (ToolCall → ToolOutcome, LlmCall →
+LlmReply, Resolve → ResolveReply; a redelivered call_id is answered from the
+first run, even while it is still running; user code never crashes the
+worker), with coroutines instead of a thread pool. A plain function is
+accepted too and runs in ``asyncio.to_thread`` so it cannot block the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from .. import _convert as convert
+from .._defs import Tool
+from .._dispatch import reply_parts, to_tool_result
+from .._gen import runtime_pb2 as pb
+from .._types import JSON, Answer, Request
+
+log = logging.getLogger("toolnexus_client")
+
+AsyncTransport = Callable[[JSON], "Awaitable[Mapping[str, Any]] | Mapping[str, Any]"]
+"""A model transport: ``await transport({"body": request})`` → ``{"status", "headers", "body"}``."""
+
+AsyncResolver = Callable[[Request], "Awaitable[Answer | Mapping[str, Any]] | Answer | Mapping[str, Any]"]
+"""Answers a ``wait_for`` suspension inline: ``await wait_for(request)`` → Answer (or its dict)."""
+
+
+async def call_user(fn: Callable[..., Any], *args: Any) -> Any:
+    """Await a coroutine function on the loop; run a plain one in a thread; await what it returns."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    value = await asyncio.to_thread(fn, *args)
+    return await value if inspect.isawaitable(value) else value
+
+
+async def run_tool(runtime_id: str, tools: Mapping[str, Tool], call: pb.ToolCall) -> pb.ToolOutcome:
+    """Run one native tool call; never raises (but lets a cancellation through)."""
+    tool = tools.get(call.tool)
+    if tool is None or tool.execute is None:
+        return pb.ToolOutcome(call_id=call.call_id, is_error=True,
+                              output=f"tool {call.tool} is not served by this worker")
+    try:
+        args, ctx = convert.context_from_call(runtime_id, call)
+        result = to_tool_result(await call_user(tool.execute, args, ctx))
+        return convert.outcome_to_pb(call.call_id, result)
+    except Exception as exc:
+        log.warning("tool %s raised %s", call.tool, type(exc).__name__)
+        return pb.ToolOutcome(call_id=call.call_id, is_error=True,
+                              output=f"tool {call.tool} raised {type(exc).__name__}: {exc}")
+
+
+async def run_llm(transport: AsyncTransport | None, call: pb.LlmCall) -> pb.LlmReply:
+    """Relay one model call to the transport; a failure becomes ``LlmReply.error``."""
+    if transport is None:
+        return pb.LlmReply(call_id=call.call_id, error="this worker has no model transport")
+    try:
+        status, body = reply_parts(await call_user(transport, {"body": convert.dict_from(call.body)}))
+        return pb.LlmReply(call_id=call.call_id, status=status, body=convert.struct_from(body))
+    except Exception as exc:
+        log.warning("model transport raised %s", type(exc).__name__)
+        return pb.LlmReply(call_id=call.call_id, error=f"transport raised {type(exc).__name__}: {exc}")
+
+
+async def run_resolve(resolver: AsyncResolver | None, call: pb.Resolve) -> pb.ResolveReply:
+    """Ask the resolver for an Answer; no resolver or a failing one declines (reason ``cancelled``)."""
+    request = convert.request_from_pb(call.request)
+    try:
+        if resolver is None:
+            raise LookupError("this worker has no resolver")
+        answer = Answer.of(await call_user(resolver, request))
+    except Exception as exc:
+        log.warning("resolver failed for request %s: %s", request.id, type(exc).__name__)
+        answer = Answer(id=request.id, ok=False, reason="cancelled")
+    return pb.ResolveReply(call_id=call.call_id, answer=convert.answer_to_pb(answer))
+
+
+class Dispatcher:
+    """Runs daemon calls as event-loop tasks and deduplicates them by call_id."""
+
+    def __init__(self, runtime_id: str, tools: Mapping[str, Tool], transport: AsyncTransport | None = None,
+                 resolver: AsyncResolver | None = None, cache_size: int = 1024) -> None:
+        self.runtime_id = runtime_id
+        self.tools = dict(tools)
+        self.transport = transport
+        self.resolver = resolver
+        self._cache: OrderedDict[str, asyncio.Task[pb.WorkerMessage]] = OrderedDict()
+        self._cache_size = cache_size
+
+    async def handle(self, message: pb.DaemonMessage) -> pb.WorkerMessage:
+        kind = message.WhichOneof("msg")
+        if kind == "tool_call":
+            outcome = await run_tool(self.runtime_id, self.tools, message.tool_call)
+            return pb.WorkerMessage(tool_outcome=outcome)
+        if kind == "llm_call":
+            return pb.WorkerMessage(llm_reply=await run_llm(self.transport, message.llm_call))
+        return pb.WorkerMessage(resolve_reply=await run_resolve(self.resolver, message.resolve))
+
+    def submit(self, message: pb.DaemonMessage) -> asyncio.Task[pb.WorkerMessage] | None:
+        """The task answering a call; a redelivered call_id gets the first run's task."""
+        kind = message.WhichOneof("msg")
+        if kind not in ("tool_call", "llm_call", "resolve"):
+            return None
+        call_id = getattr(message, kind).call_id
+        known = self._cache.get(call_id)
+        if known is not None:
+            self._cache.move_to_end(call_id)
+            return known
+        task = asyncio.create_task(self.handle(message), name=f"toolnexus-call-{call_id}")
+        self._cache[call_id] = task
+        while len(self._cache) > self._cache_size:
+            oldest_id, oldest = next(iter(self._cache.items()))
+            if not oldest.done():
+                break  # never forget a call that is still running
+            del self._cache[oldest_id]
+        return task
+
+    def close(self) -> None:
+        """Cancel the calls still running (the daemon redelivers them to another worker)."""
+        for task in self._cache.values():
+            task.cancel()

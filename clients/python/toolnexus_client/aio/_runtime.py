@@ -1,0 +1,190 @@
+"""Runtime: one agent runtime on a toolnexus daemon, driven from asyncio (no threads).
+
+The verbs of the blocking ``toolnexus_client.Runtime`` as coroutines over a
+``grpc.aio`` channel: requests are built by ``_common`` and replies converted
+by ``_convert``, shared with the blocking client. ``Runtime.new`` opens the
+worker stream as a task on the running loop when this process serves
+something, and returns once the daemon welcomed it. ``detach()`` (or leaving
+an ``async with`` block) ends the worker and every watch this client opened,
+quietly, and closes the channel; the runtime lives on in the daemon.
+"""
+
+from __future__ import annotations
+
+import builtins
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from .. import _common as common
+from .. import _convert as convert
+from .._defs import Budget, Llm, Registry
+from .._gen import runtime_pb2 as pb
+from .._gen import runtime_pb2_grpc as pb_grpc
+from .._types import Answer, HandleSnapshot, Info, InterruptResult, PostResult, ResumeResult, TaskResult
+from ..errors import from_rpc_error
+from ._dispatch import AsyncResolver, AsyncTransport, Dispatcher
+from ._watch import EventStream
+from ._worker import WorkerStream
+
+R = TypeVar("R")
+
+
+def _open_channel(target: str, credentials: grpc.ChannelCredentials | None) -> grpc.aio.Channel:
+    if credentials is not None:
+        return grpc.aio.secure_channel(target, credentials, options=common.CHANNEL_OPTIONS)
+    return grpc.aio.insecure_channel(target, options=common.CHANNEL_OPTIONS)
+
+
+class Runtime:
+    """A connected runtime; build it with ``await Runtime.new(...)``."""
+
+    def __init__(self, channel: grpc.aio.Channel, runtime_id: str, root: str, reattached: bool,
+                 metadata: Sequence[tuple[str, str]] = (), worker: WorkerStream | None = None) -> None:
+        self._channel = channel
+        self._stub = pb_grpc.AgentRuntimeStub(channel)
+        self.id = runtime_id
+        self.root = root
+        self.reattached = reattached
+        self._metadata = tuple(metadata)
+        self.worker = worker
+        self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
+
+    @classmethod
+    async def new(cls, target: str | None = None, registry: Registry | None = None, *,
+                  transport: AsyncTransport | None = None, llm: Llm | Mapping[str, Any] | None = None,
+                  runtime_id: str | None = None, options: Mapping[str, Any] | None = None,
+                  wait_for: AsyncResolver | None = None, token: str | None = None,
+                  runtime_key: str | None = None, credentials: grpc.ChannelCredentials | None = None,
+                  worker_id: str | None = None, connect_timeout: float = 10.0) -> Runtime:
+        """Create a runtime (or reattach to ``runtime_id``) and start serving its tools.
+
+        ``target``/``token`` default to ``$TOOLNEXUS_TARGET``/``$TOOLNEXUS_TOKEN``."""
+        if registry is None:
+            raise ValueError("Runtime.new needs a registry (toolnexus_client.registry(...))")
+        resolved_llm = common.resolve_llm(llm, transport)
+        metadata = common.call_metadata(common.resolve_token(token), runtime_key)
+        channel = _open_channel(common.resolve_target(target), credentials)
+        try:
+            request = convert.new_request(registry, resolved_llm, options, runtime_id, runtime_key)
+            reply = await _invoke(pb_grpc.AgentRuntimeStub(channel).New, request, metadata, None)
+            dispatcher = Dispatcher(reply.runtime_id, registry.native_tools(), transport, wait_for)
+            worker = await _start_worker(channel, dispatcher, metadata, worker_id, connect_timeout)
+        except BaseException:
+            await channel.close()
+            raise
+        return cls(channel, reply.runtime_id, reply.root, reply.reattached, metadata, worker)
+
+    # ------------------------------------------------------------ verbs
+
+    async def spawn(self, parent: str, agent: str, budget: Budget | Mapping[str, int] | None = None) -> str:
+        """A new idle child handle of ``parent`` running ``agent``; returns its id."""
+        reply = await self._rpc(self._stub.Spawn, common.spawn_request(self.id, parent, agent, budget))
+        return str(reply.handle)
+
+    async def wake(self, handle: str, prompt: str) -> bool:
+        """idle→running with ``prompt``; returns once durable (True if the wake was queued)."""
+        request = pb.WakeRequest(runtime_id=self.id, handle=handle, prompt=prompt)
+        return bool((await self._rpc(self._stub.Wake, request)).queued)
+
+    async def wait(self, handle: str, timeout: float | None = None) -> TaskResult:
+        """The next result of ``handle``; after ``timeout`` seconds a ``timeout`` result."""
+        request, deadline = common.wait_request(self.id, handle, timeout)
+        return convert.task_result_from_pb(await self._rpc(self._stub.Wait, request, deadline))
+
+    async def resume(self, answer: Answer | Mapping[str, Any], handle: str | None = None,
+                     no_wait: bool = False) -> ResumeResult:
+        """Answer a pending Request (routed by ``answer.id``) and wait for the cascade to settle."""
+        request = common.resume_request(self.id, answer, handle, no_wait)
+        return convert.resume_from_pb(await self._rpc(self._stub.Resume, request))
+
+    async def snapshot(self, handle: str) -> HandleSnapshot:
+        request = pb.SnapshotRequest(runtime_id=self.id, handle=handle)
+        return convert.snapshot_from_pb(await self._rpc(self._stub.Snapshot, request))
+
+    def watch(self, after_seq: int = 0, types: Iterable[str] | None = None,
+              handle: str | None = None) -> EventStream:
+        """``async for event in rt.watch(...)``: stored events after ``after_seq``, then live ones."""
+        request = common.watch_request(self.id, after_seq, types, handle)
+        stream = EventStream(self._stub.Watch(request, metadata=self._metadata))
+        self._streams.add(stream)
+        return stream
+
+    async def post(self, handle: str, text: str, sender: str = "app", channel: str = "message") -> PostResult:
+        """Append an inbox item ``{from: sender, channel, text}`` for the handle's next wake."""
+        request = common.post_request(self.id, handle, text, sender, channel)
+        return convert.post_result_from_pb(await self._rpc(self._stub.Post, request))
+
+    async def interrupt(self, handle: str) -> InterruptResult:
+        """Abort a running turn, or cancel a suspended handle's pending request."""
+        request = pb.InterruptRequest(runtime_id=self.id, handle=handle)
+        return convert.interrupt_result_from_pb(await self._rpc(self._stub.Interrupt, request))
+
+    async def close(self, handle: str | None = None) -> None:
+        """With a handle: close it and its subtree (the Close RPC). Without: ``detach()``."""
+        if handle is None:
+            await self.detach()
+            return
+        await self._rpc(self._stub.Close, pb.CloseRequest(runtime_id=self.id, handle=handle))
+
+    async def list(self) -> builtins.list[HandleSnapshot]:
+        """Every handle of the runtime (pre-order, root excluded)."""
+        reply = await self._rpc(self._stub.List, pb.ListRequest(runtime_id=self.id))
+        return [convert.snapshot_from_pb(h) for h in reply.handles]
+
+    async def info(self) -> Info:
+        return convert.info_from_pb(await self._rpc(self._stub.Info, pb.InfoRequest(runtime_id=self.id)))
+
+    async def shutdown(self, purge: bool = False) -> None:
+        """Close every handle in the daemon (keeping the final state unless ``purge``), then detach.
+
+        Open watches still deliver the closing events, then end quietly."""
+        for stream in builtins.list(self._streams):
+            stream.ending()
+        try:
+            await self._rpc(self._stub.Shutdown, pb.ShutdownRequest(runtime_id=self.id, purge=purge))
+        finally:
+            await self.detach()
+
+    async def detach(self) -> None:
+        """Stop serving, end open watches and close the channel; the runtime lives on. Idempotent."""
+        for stream in builtins.list(self._streams):
+            stream.cancel()
+        if self.worker is not None:
+            worker, self.worker = self.worker, None
+            await worker.stop()
+        await self._channel.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.detach()
+
+    async def _rpc(self, method: Callable[..., Awaitable[R]], request: Any,
+                   timeout: float | None = None) -> R:
+        return await _invoke(method, request, self._metadata, timeout)
+
+
+async def _invoke(method: Callable[..., Awaitable[R]], request: Any, metadata: Sequence[tuple[str, str]],
+                  timeout: float | None) -> R:
+    """One unary call with the runtime's metadata; a grpc.RpcError becomes a ToolnexusError."""
+    try:
+        return await method(request, metadata=metadata, timeout=timeout)
+    except grpc.RpcError as err:
+        raise from_rpc_error(err) from err
+
+
+async def _start_worker(channel: grpc.aio.Channel, dispatcher: Dispatcher,
+                        metadata: Sequence[tuple[str, str]], worker_id: str | None,
+                        timeout: float) -> WorkerStream | None:
+    """Open the worker stream if this process serves anything, and wait for its Welcome."""
+    if not (dispatcher.tools or dispatcher.transport or dispatcher.resolver):
+        return None
+    hello = common.worker_hello(dispatcher, worker_id)
+    worker = WorkerStream(channel, hello, dispatcher, metadata)
+    await worker.start(timeout)
+    return worker

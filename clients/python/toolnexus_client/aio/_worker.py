@@ -1,0 +1,164 @@
+"""The asyncio worker stream: one ``Connect`` per runtime, served by a task on the event loop.
+
+The same protocol as the blocking ``_worker`` (hello, wait for Welcome, answer
+calls, reconnect with capped jittered backoff after a break, report a refusal
+that retrying cannot fix to ``start``), without threads: replies of finished
+call tasks go through an ``asyncio.Queue`` that feeds the request iterator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from .._gen import runtime_pb2 as pb
+from .._gen import runtime_pb2_grpc as pb_grpc
+from .._worker import FATAL_BEFORE_WELCOME
+from ..errors import ToolnexusError, Unavailable, from_rpc_error
+from ._dispatch import Dispatcher
+
+log = logging.getLogger("toolnexus_client")
+
+_CLOSE = object()
+
+
+async def _drain(outbox: asyncio.Queue[Any]) -> AsyncIterator[pb.WorkerMessage]:
+    """The request iterator of one connection: what is put into its outbox, until _CLOSE."""
+    while True:
+        item = await outbox.get()
+        if item is _CLOSE:
+            return
+        yield item
+
+
+class WorkerStream:
+    """Serves one runtime's calls over Connect in an event-loop task, reconnecting as needed."""
+
+    def __init__(self, channel: grpc.aio.Channel, hello: pb.WorkerHello, dispatcher: Dispatcher,
+                 metadata: Sequence[tuple[str, str]] = (),
+                 backoff: tuple[float, float] = (0.05, 2.0)) -> None:
+        self._stub = pb_grpc.AgentRuntimeStub(channel)
+        self.hello = hello
+        self._dispatcher = dispatcher
+        self._metadata = tuple(metadata)
+        self._backoff = backoff
+        self._stop = asyncio.Event()
+        self._state = asyncio.Condition()
+        self.welcomes = 0
+        self._failure: ToolnexusError | None = None
+        self._call: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, timeout: float) -> None:
+        """Start serving; return once welcomed, raise the refusal or Unavailable after ``timeout``."""
+        self._task = asyncio.create_task(self._run(), name=f"toolnexus-worker-{self.hello.worker_id}")
+        try:
+            await self.wait_welcomed(1, timeout)
+        except ToolnexusError:
+            await self.stop()
+            raise
+
+    async def wait_welcomed(self, count: int, timeout: float) -> None:
+        """Wait until the daemon has welcomed this worker ``count`` times in total."""
+        async with self._state:
+            try:
+                await asyncio.wait_for(self._state.wait_for(
+                    lambda: self.welcomes >= count or self._failure is not None), timeout)
+            except TimeoutError:
+                message = f"worker stream got no Welcome within {timeout:g}s"
+                raise Unavailable("UNAVAILABLE", message) from None
+            if self._failure is not None:
+                raise self._failure
+
+    def reconnect(self) -> None:
+        """Drop the current stream; the worker says hello again and the daemon re-sends what it lost."""
+        if self._call is not None:
+            self._call.cancel()
+
+    async def stop(self) -> None:
+        """Close the stream and end the task; calls still running are cancelled (redelivered elsewhere)."""
+        self._stop.set()
+        if self._call is not None:
+            self._call.cancel()
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._dispatcher.close()
+
+    async def _run(self) -> None:
+        delay = self._backoff[0]
+        while not self._stop.is_set():
+            welcomed_before = self.welcomes
+            try:
+                await self._serve_once()
+            except asyncio.CancelledError:
+                if self._stop.is_set() or _cancelling():
+                    return
+                # our own reconnect() cancelled the call: say hello again
+            except grpc.RpcError as err:
+                if await self._is_fatal(err):
+                    return
+                log.info("worker stream %s broke: %s", self.hello.worker_id, from_rpc_error(err))
+            if self.welcomes > welcomed_before:
+                delay = self._backoff[0]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, self._backoff[1])
+
+    async def _is_fatal(self, err: grpc.RpcError) -> bool:
+        if self._stop.is_set():
+            return True
+        code = err.code() if callable(getattr(err, "code", None)) else None
+        if self.welcomes == 0 and code in FATAL_BEFORE_WELCOME:
+            async with self._state:
+                self._failure = from_rpc_error(err)
+                self._state.notify_all()
+            return True
+        return False
+
+    async def _serve_once(self) -> None:
+        outbox: asyncio.Queue[Any] = asyncio.Queue()
+        outbox.put_nowait(pb.WorkerMessage(hello=self.hello))
+        call = self._stub.Connect(_drain(outbox), metadata=self._metadata)
+        self._call = call
+        try:
+            async for message in call:
+                await self._on_message(message, outbox)
+        finally:
+            outbox.put_nowait(_CLOSE)
+            self._call = None
+
+    async def _on_message(self, message: pb.DaemonMessage, outbox: asyncio.Queue[Any]) -> None:
+        if message.WhichOneof("msg") == "welcome":
+            async with self._state:
+                self.welcomes += 1
+                self._state.notify_all()
+            return
+        task = self._dispatcher.submit(message)
+        if task is not None:
+            task.add_done_callback(lambda done: _post_reply(done, outbox))
+
+
+def _cancelling() -> bool:
+    """Whether the current task itself is being cancelled (not merely its gRPC call)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _post_reply(done: asyncio.Task[pb.WorkerMessage], outbox: asyncio.Queue[Any]) -> None:
+    """Queue a finished call's reply on the connection it arrived on (a dead one drops it harmlessly)."""
+    if done.cancelled():
+        return
+    error = done.exception()
+    if error is not None:
+        log.error("worker call failed unexpectedly: %r", error)
+        return
+    outbox.put_nowait(done.result())

@@ -1,0 +1,120 @@
+"""The blocking client against the real daemon: quiet end of watches, Post/Interrupt results, env defaults."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import DaemonProcess
+from toolnexus_client import (
+    Context,
+    Event,
+    InterruptResult,
+    PostResult,
+    Runtime,
+    Tool,
+    ToolResult,
+    Unauthenticated,
+    agent,
+    registry,
+)
+from toolnexus_daemon.devtools import mock_model
+
+AGENT = "operator"
+PROMPT = "please perform the secret action"
+HOLD = "hold this turn"
+TOKEN = "blocking-t0ken"
+NO_MODEL = {"style": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "none"}
+
+
+def secret_action(args: dict[str, Any], ctx: Context) -> ToolResult | str:
+    if ctx.answer is None:
+        return ToolResult.suspend(id=f"secret-action:{ctx.handle}", kind="authorization", prompt="approve?")
+    return "action performed"
+
+
+REGISTRY = registry(agent(AGENT, uses={"tools": [Tool("secret_action", execute=secret_action)]}))
+
+
+@pytest.mark.parametrize("how", ["detach", "shutdown"])
+def test_detach_or_shutdown_ends_a_watch_thread_quietly(daemon: DaemonProcess, how: str) -> None:
+    """The thread iterating ``rt.watch()`` just finishes: no ``Cancelled: ... Stream removed``."""
+    rt = Runtime.new(daemon.target, registry(agent(AGENT)), llm=NO_MODEL)
+    seen: list[Event] = []
+    errors: list[BaseException] = []
+    first = threading.Event()
+
+    def consume() -> None:
+        try:
+            for event in rt.watch():
+                seen.append(event)
+                first.set()
+        except BaseException as exc:  # what the thread would die of, with a traceback
+            errors.append(exc)
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    rt.spawn(rt.root, AGENT)
+    assert first.wait(10)
+    rt.detach() if how == "detach" else rt.shutdown()
+    thread.join(10)
+    assert not thread.is_alive() and errors == []
+    assert seen[0].type == "spawned"
+
+
+def test_post_and_interrupt_say_what_happened(daemon: DaemonProcess) -> None:
+    """Post: inbox position and cap. Interrupt: the state left, the request cancelled, items put back."""
+    entered, release = threading.Event(), threading.Event()
+
+    def transport(request: dict[str, Any]) -> dict[str, Any]:
+        if HOLD in str(request["body"].get("messages")):
+            entered.set()
+            release.wait(30)  # a turn that stays running until the test lets it go
+        return {"status": 200, "body": mock_model(request["body"])}
+
+    rt = Runtime.new(daemon.target, REGISTRY, transport=transport, options={"inbox_cap": 4})
+    try:
+        busy, asking = rt.spawn(rt.root, AGENT), rt.spawn(rt.root, AGENT)
+        assert rt.post(busy, "one") == PostResult(position=1, inbox_cap=4)
+        assert rt.post(busy, "two", sender="ops") == PostResult(position=2, inbox_cap=4)
+        rt.wake(busy, HOLD)
+        assert entered.wait(10)
+        assert rt.interrupt(busy) == InterruptResult(from_state="running", inbox_restored=2)
+        rt.wake(asking, PROMPT)
+        pending = rt.wait(asking, timeout=30).pending
+        assert pending is not None
+        assert rt.interrupt(asking) == InterruptResult(from_state="suspended", cancelled_request=pending.id)
+    finally:
+        release.set()
+        rt.shutdown()
+
+
+@pytest.fixture
+def token_daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
+    """A daemon that wants ``Bearer TOKEN`` (it reads TOOLNEXUS_TOKEN itself)."""
+    proc = DaemonProcess(tmp_path / "data", env={"TOOLNEXUS_TOKEN": TOKEN}).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_target_and_token_come_from_the_environment(token_daemon: DaemonProcess,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No target/token passed: TOOLNEXUS_TARGET and TOOLNEXUS_TOKEN are used; passed ones win."""
+    reg = registry(agent(AGENT))
+    monkeypatch.setenv("TOOLNEXUS_TARGET", token_daemon.target)
+    monkeypatch.setenv("TOOLNEXUS_TOKEN", TOKEN)
+    with Runtime.new(registry=reg, llm=NO_MODEL) as rt:
+        assert rt.info().version
+    monkeypatch.delenv("TOOLNEXUS_TOKEN")
+    with pytest.raises(Unauthenticated):
+        Runtime.new(registry=reg, llm=NO_MODEL)
+    monkeypatch.setenv("TOOLNEXUS_TOKEN", "wrong")
+    monkeypatch.setenv("TOOLNEXUS_TARGET", "127.0.0.1:1")
+    with Runtime.new(token_daemon.target, reg, llm=NO_MODEL, token=TOKEN) as rt:
+        assert rt.spawn(rt.root, AGENT) == "root/operator.1"
