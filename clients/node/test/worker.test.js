@@ -102,7 +102,9 @@ describe('native tools', () => {
       const pending = await rt.wait(h, { timeoutMs: 15_000 });
       assert.equal(pending.pending.kind, 'input');
       assert.equal(pending.pending.data.digits, 6);
-      assert.deepEqual(pending.pending.data.path, ['root', h]);
+      // data.path carries id segments (docs/protocol.md, Request ids): '/'.join gives the leaf id back
+      assert.equal(h, 'root/a.1');
+      assert.deepEqual(pending.pending.data.path, ['root', 'a.1']);
       const resumed = await rt.resume({ id: pending.pending.id, ok: true, data: { code: '123456' } });
       assert.equal(resumed.result.text, 'code 123456 accepted');
       assert.deepEqual(answers, [null, { id: `otp:${h}`, ok: true, data: { code: '123456' }, reason: null }]);
