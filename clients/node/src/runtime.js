@@ -5,8 +5,9 @@
 // resolver), opens the worker stream and resolves only once the daemon welcomed it, so a wake
 // right after never races a missing worker. Every verb is a thin async wrapper over one RPC;
 // gRPC failures reject with ToolnexusError subclasses. `detach()` (or `close()` without a
-// handle) only disconnects this client: the runtime and its handles live on in the daemon and
-// can be reattached from another process, in any language.
+// handle) only disconnects this client, ending every stream and call it opened so the process can
+// exit: the runtime and its handles live on in the daemon and can be reattached from another
+// process, in any language. `target` and `token` default to TOOLNEXUS_TARGET / TOOLNEXUS_TOKEN.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
