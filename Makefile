@@ -93,6 +93,12 @@ $(NODE_EXAMPLES_STAMP): examples/node/package.json examples/node/package-lock.js
 node-test: $(STAMP) $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
 	cd clients/node && TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node --test --test-timeout=60000 test/*.test.js
 
+# The Node examples from a fresh clone (examples/node/README.md): npm ci for the client and the
+# examples, .venv for the daemon that run_demo.js starts on a temporary data dir.
+.PHONY: demo-node
+demo-node: $(STAMP) $(NODE_EXAMPLES_STAMP)
+	TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node examples/node/run_demo.js
+
 # The optional interop suite (tests/interop, not part of `make test`): a real llama-cpp-python server,
 # built from source in its own .venv-interop, with a 135M model from a PyPI wheel. The CMAKE_ARGS keep
 # the build portable (a native build segfaults on CPUs with AMX); a first build takes several minutes.

@@ -6,6 +6,10 @@
 // connect. It is stopped with SIGTERM and must exit 0. The exit status is non-zero if any check
 // of any scenario failed. With `--target HOST:PORT` the scenarios run against a daemon you
 // already started instead.
+//
+// From a fresh clone, `make demo-node` (repository root) installs what this needs first: npm ci
+// in clients/node and here, and .venv for the daemon. Run directly without them, it says so
+// instead of failing on a missing package or a system python without the daemon's dependencies.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,23 +18,38 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-import { run as decline } from './decline.js';
-import { run as suspendResume } from './suspend_resume.js';
-import { run as usageGrows } from './usage_grows.js';
-
-const SCENARIOS = [['suspend_resume', suspendResume], ['usage_grows', usageGrows], ['decline', decline]];
+const SCENARIO_FILES = [['suspend_resume', './suspend_resume.js'], ['usage_grows', './usage_grows.js'],
+  ['decline', './decline.js']];
 const START_TIMEOUT_MS = 30_000;
 const REPO = resolve(fileURLToPath(import.meta.url), '..', '..', '..');
+const SET_UP = 'run `make demo-node` from the repository root: it installs the Node packages '
+  + '(npm ci in clients/node and examples/node) and the daemon\'s .venv, then runs this demo';
 
+/** A missing prerequisite: what is missing and how to get it, printed without a stack trace. */
+class NotSetUp extends Error {}
+
+/** The scenarios, imported only now so that missing Node packages can be reported plainly. */
+async function loadScenarios() {
+  try {
+    return await Promise.all(SCENARIO_FILES.map(async ([name, file]) => [name, (await import(file)).run]));
+  } catch (err) {
+    if (err?.code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    throw new NotSetUp(`the Node packages are not installed (${err.message.split('\n')[0]});\n${SET_UP}`);
+  }
+}
+
+/** The python that runs the daemon: $TOOLNEXUS_PYTHON, else the repository's .venv. */
 function python() {
   if (process.env.TOOLNEXUS_PYTHON) return process.env.TOOLNEXUS_PYTHON;
   const venv = join(REPO, '.venv', 'bin', 'python');
-  return existsSync(venv) ? venv : 'python3';
+  if (existsSync(venv)) return venv;
+  throw new NotSetUp(`no python to run the daemon: ${venv} does not exist and TOOLNEXUS_PYTHON is not set;\n`
+    + `${SET_UP} (or pass --target HOST:PORT of a daemon you started)`);
 }
 
 /** The daemon subprocess, resolved with its first address once it logs "serving". */
-function startDaemon(dataDir) {
-  const proc = spawn(python(), ['-m', 'toolnexus_daemon', 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir],
+function startDaemon(dataDir, command) {
+  const proc = spawn(command, ['-m', 'toolnexus_daemon', 'serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir],
     { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
   const lines = [];
   const serving = new Promise((resolveServing, reject) => {
@@ -72,7 +91,7 @@ function startDaemon(dataDir) {
 
 async function runAll(target) {
   let failed = 0;
-  for (const [name, scenario] of SCENARIOS) {
+  for (const [name, scenario] of await loadScenarios()) {
     let passed;
     try {
       passed = await scenario(target);
@@ -89,8 +108,10 @@ async function runAll(target) {
 async function mainDemo() {
   const { values } = parseArgs({ options: { target: { type: 'string' } } });
   if (values.target) return (await runAll(values.target)) ? 1 : 0;
+  await loadScenarios();
+  const command = python();
   const dataDir = mkdtempSync(join(tmpdir(), 'toolnexus-demo-'));
-  const daemon = startDaemon(dataDir);
+  const daemon = startDaemon(dataDir, command);
   let failed;
   let code;
   try {
@@ -107,4 +128,10 @@ async function mainDemo() {
   return failed ? 1 : 0;
 }
 
-process.exitCode = await mainDemo();
+try {
+  process.exitCode = await mainDemo();
+} catch (err) {
+  if (!(err instanceof NotSetUp)) throw err;
+  console.error(`run_demo.js: ${err.message}`);
+  process.exitCode = 2;
+}

@@ -95,6 +95,16 @@ export function resumeFromPb(m) {
   return { handle: m.handle, result: taskResultFromPb(m.result), duplicate: m.duplicate };
 }
 
+/** What Post answered: the item's 1-based place in the inbox and the inbox cap in force. */
+export function postFromPb(m) {
+  return { position: m.position, inboxCap: m.inbox_cap };
+}
+
+/** What Interrupt answered: the state it interrupted, the request it cancelled, items put back. */
+export function interruptFromPb(m) {
+  return { fromState: m.from_state, cancelledRequest: m.cancelled_request || null, inboxRestored: m.inbox_restored };
+}
+
 export function infoFromPb(m) {
   return {
     version: m.version,

@@ -128,6 +128,22 @@ export interface ResumeResult {
   duplicate: boolean;
 }
 
+/** What `post` did: the item's 1-based place in the handle's inbox and the inbox cap in force. */
+export interface PostResult {
+  position: number;
+  inboxCap: number;
+}
+
+/** What `interrupt` did: aborted a running turn, or cancelled a suspended handle's request. */
+export interface InterruptResult {
+  /** 'running' (its turn was aborted) or 'suspended' (its pending request was cancelled). */
+  fromState: HandleStateName | string;
+  /** The id of the request that was cancelled; null when a running turn was aborted. */
+  cancelledRequest: string | null;
+  /** Inbox items the aborted turn had drained and that were put back. */
+  inboxRestored: number;
+}
+
 export interface Info {
   version: string;
   storePath: string;
@@ -334,8 +350,8 @@ export interface Logger {
 }
 
 export interface NewOptions {
-  /** 'host:port' or 'unix:/path'; default 127.0.0.1:50051. */
-  target?: string;
+  /** 'host:port' or 'unix:/path'; default $TOOLNEXUS_TARGET, else 127.0.0.1:50051. */
+  target?: string | null;
   registry: Registry;
   /** Serve the model from this process (llm style 'worker'). */
   transport?: Transport | null;
@@ -344,7 +360,7 @@ export interface NewOptions {
   runtimeId?: string | null;
   options?: RuntimeOptions | null;
   waitFor?: Resolver | null;
-  /** Sent as `authorization: Bearer <token>`. */
+  /** Sent as `authorization: Bearer <token>`; default $TOOLNEXUS_TOKEN ('' sends none). */
   token?: string | null;
   /** Sent as x-toolnexus-runtime-key on every call. */
   runtimeKey?: string | null;
@@ -405,15 +421,21 @@ export declare class Runtime {
   resume(answer: AnswerInit, options?: { handle?: string | null; noWait?: boolean }): Promise<ResumeResult>;
   snapshot(handle: string): Promise<HandleSnapshot>;
   watch(options?: WatchOptions): EventStream;
-  post(handle: string, text: string, options?: { from?: string; channel?: string }): Promise<void>;
-  interrupt(handle: string): Promise<void>;
+  /** Append an inbox item for the handle's next wake. */
+  post(handle: string, text: string, options?: { from?: string; channel?: string }): Promise<PostResult>;
+  /** Abort a running turn, or cancel a suspended handle's pending request (FailedPrecondition otherwise). */
+  interrupt(handle: string): Promise<InterruptResult>;
   /** With a handle: close it and its subtree. Without: detach(). */
   close(handle?: string | null): Promise<void>;
   list(): Promise<HandleSnapshot[]>;
   info(): Promise<Info>;
   /** Close every handle in the daemon (keeping the final state unless purge), then detach. */
   shutdown(options?: { purge?: boolean }): Promise<void>;
-  /** Stop serving and close the channel; the runtime lives on in the daemon. */
+  /**
+   * Stop serving, end every call this client opened (watches end quietly, calls in flight reject
+   * with Cancelled, later calls with FailedPrecondition) and close the channel, so the process can
+   * exit. The runtime lives on in the daemon.
+   */
   detach(): void;
 }
 

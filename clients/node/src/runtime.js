@@ -5,8 +5,9 @@
 // resolver), opens the worker stream and resolves only once the daemon welcomed it, so a wake
 // right after never races a missing worker. Every verb is a thin async wrapper over one RPC;
 // gRPC failures reject with ToolnexusError subclasses. `detach()` (or `close()` without a
-// handle) only disconnects this client: the runtime and its handles live on in the daemon and
-// can be reattached from another process, in any language.
+// handle) only disconnects this client, ending every stream and call it opened so the process can
+// exit: the runtime and its handles live on in the daemon and can be reattached from another
+// process, in any language. `target` and `token` default to TOOLNEXUS_TARGET / TOOLNEXUS_TOKEN.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
@@ -15,6 +16,7 @@ import grpc from '@grpc/grpc-js';
 import * as convert from './convert.js';
 import { Registry, budgetFields, llmFields } from './defs.js';
 import { Dispatcher } from './dispatch.js';
+import { OpenCalls } from './calls.js';
 import { fromGrpcError } from './errors.js';
 import { loadContract } from './proto.js';
 import { toAnswer } from './types.js';
@@ -68,14 +70,26 @@ const closeClient = (client) => grpc.Client.prototype.close.call(client);
 
 const workerId = () => `node-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
 
-function unary(client, method, request, metadata, deadlineMs) {
+/** One unary RPC as a promise; with `calls`, tracked so that detach() cancels it. */
+function unary(client, method, request, metadata, deadlineMs, calls = null) {
   return new Promise((resolve, reject) => {
+    calls?.ensureOpen();
     const options = deadlineMs ? { deadline: Date.now() + deadlineMs } : {};
-    client[method](request, metadata, options, (err, reply) => {
-      if (err) reject(fromGrpcError(err));
+    let release = () => {};
+    const call = client[method](request, metadata, options, (err, reply) => {
+      release();
+      if (err) reject(calls ? calls.error(err) : fromGrpcError(err));
       else resolve(reply);
     });
+    if (calls) release = calls.track(call);
   });
+}
+
+/** `value` if given, else the environment variable `name` (trimmed) if set, else `fallback`. */
+function fromEnv(value, name, fallback) {
+  if (value !== undefined && value !== null) return value;
+  const env = (process.env[name] ?? '').trim();
+  return env || fallback;
 }
 
 /** A connected runtime; build it with `Runtime.new(...)`. */
@@ -87,6 +101,7 @@ export class Runtime {
     this.reattached = reattached;
     this.metadata = metadata;
     this.worker = worker;
+    this.calls = new OpenCalls();
   }
 
   /**
@@ -94,7 +109,7 @@ export class Runtime {
    * @param {import('./index.js').NewOptions} options
    */
   static async new({
-    target = DEFAULT_TARGET, registry, transport = null, llm = null, runtimeId = null, options = null,
+    target = null, registry, transport = null, llm = null, runtimeId = null, options = null,
     waitFor = null, token = null, runtimeKey = null, credentials = null, channelOptions = {},
     workerId: wid = null, connectTimeoutMs = 10_000, logger = defaultLogger,
   } = {}) {
@@ -108,7 +123,9 @@ export class Runtime {
     const tools = registry.nativeTools();
     const request = convert.newRequest({ registry, llm: resolvedLlm, options, runtimeId, runtimeKey });
     const log = { ...SILENT, ...defaultLogger, ...logger };
-    const metadata = makeMetadata(token, runtimeKey);
+    // the sidecar's address and bearer token, as a deployment sets them (deploy/pod.yaml)
+    target = fromEnv(target, 'TOOLNEXUS_TARGET', DEFAULT_TARGET);
+    const metadata = makeMetadata(fromEnv(token, 'TOOLNEXUS_TOKEN', null), runtimeKey);
     const { AgentRuntime } = loadContract();
     const client = new AgentRuntime(target, credentials ?? grpc.credentials.createInsecure(),
       { ...CHANNEL_OPTIONS, ...channelOptions });
@@ -182,18 +199,27 @@ export class Runtime {
    * breaking out of the loop, with `stream.cancel()`, or with an AbortSignal.
    */
   watch({ afterSeq = 0, types = [], handle = null, signal = null } = {}) {
+    this.calls.ensureOpen();
     const request = { runtime_id: this.id, after_seq: afterSeq, types: [...types], handle: handle ?? '' };
-    return new EventStream(this.client.Watch(request, this.metadata), signal);
+    const stream = new EventStream(this.client.Watch(request, this.metadata), signal);
+    stream.onCancel = this.calls.track(stream);
+    return stream;
   }
 
-  /** Append an inbox item `{from, channel, text}` for the handle's next wake. */
+  /**
+   * Append an inbox item `{from, channel, text}` for the handle's next wake; resolves to
+   * `{position, inboxCap}`: the item's 1-based place in the inbox and the cap in force.
+   */
   async post(handle, text, { from = 'app', channel = 'message' } = {}) {
-    await this.rpc('Post', { runtime_id: this.id, handle, item: { from, channel, text } });
+    return convert.postFromPb(await this.rpc('Post', { runtime_id: this.id, handle, item: { from, channel, text } }));
   }
 
-  /** Abort a running turn, or cancel a suspended handle's pending request. */
+  /**
+   * Abort a running turn, or cancel a suspended handle's pending request; resolves to
+   * `{fromState, cancelledRequest, inboxRestored}` saying which of the two happened.
+   */
   async interrupt(handle) {
-    await this.rpc('Interrupt', { runtime_id: this.id, handle });
+    return convert.interruptFromPb(await this.rpc('Interrupt', { runtime_id: this.id, handle }));
   }
 
   /** With a handle: close it and its subtree (the Close RPC). Without: `detach()`. */
@@ -224,16 +250,21 @@ export class Runtime {
     }
   }
 
-  /** Stop serving and close the channel; the runtime lives on in the daemon. Idempotent. */
+  /**
+   * Stop serving, end every call this client opened (watches end quietly, calls in flight reject
+   * with Cancelled) and close the channel, so nothing of this client keeps the process alive.
+   * The runtime lives on in the daemon. Idempotent.
+   */
   detach() {
     if (this.worker) {
       this.worker.stop();
       this.worker = null;
     }
+    this.calls.closeAll();
     closeClient(this.client);
   }
 
   rpc(method, request, deadlineMs) {
-    return unary(this.client, method, request, this.metadata, deadlineMs);
+    return unary(this.client, method, request, this.metadata, deadlineMs, this.calls);
   }
 }

@@ -1,7 +1,7 @@
 // EventStream: what `runtime.watch()` returns over a server-streaming `Watch` call. An async
 // iterable of Events (stored ones with seq > afterSeq, then live ones). Breaking out of a
-// `for await` loop, `cancel()`, or aborting the `signal` given to watch() ends the call; a
-// stream error other than our own cancellation is thrown as a ToolnexusError.
+// `for await` loop, `cancel()`, aborting the `signal` given to watch(), or detaching the runtime
+// ends the call; a stream error other than our own cancellation is thrown as a ToolnexusError.
 import { eventFromPb } from './convert.js';
 import { fromGrpcError } from './errors.js';
 
@@ -9,6 +9,8 @@ export class EventStream {
   constructor(call, signal) {
     this.call = call;
     this.cancelled = false;
+    // set by the Runtime: forget this stream once it ended (detach() cancels the ones still open)
+    this.onCancel = null;
     this.iterating = false;
     // until iteration starts nobody listens: keep an early error from crashing the process
     this.early = null;
@@ -41,5 +43,6 @@ export class EventStream {
     if (this.cancelled) return;
     this.cancelled = true;
     this.call.cancel();
+    this.onCancel?.();
   }
 }

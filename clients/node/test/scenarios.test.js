@@ -1,7 +1,10 @@
 // The three reference scenarios through the Node client against a daemon subprocess, asserted
-// directly; then the examples in examples/node/ run as their own processes and must pass.
+// directly; then the examples in examples/node/ run as their own processes and must pass, and
+// `make demo-node` (what a fresh clone runs) runs them end to end.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
@@ -82,4 +85,64 @@ describe('examples/node', () => {
       assert.doesNotMatch(stdout, /FAIL/);
     });
   }
+});
+
+/** Run a command to its end; resolves to {code, stdout, stderr} whatever the exit status. */
+function runToEnd(command, args, { cwd = REPO, env = process.env, timeoutMs = 60_000 } = {}) {
+  return new Promise((resolveRun) => {
+    const child = execFile(command, args, { cwd, env, timeout: timeoutMs, encoding: 'utf8' },
+      (err, stdout, stderr) => resolveRun({ code: child.exitCode, killed: Boolean(err?.killed), stdout, stderr }));
+  });
+}
+
+/** The environment without the variables of an enclosing make (its jobserver is not ours). */
+function envWithout(...names) {
+  const env = { ...process.env };
+  for (const name of ['MAKEFLAGS', 'MFLAGS', 'MAKELEVEL', ...names]) delete env[name];
+  return env;
+}
+
+describe('make demo-node', () => {
+  it('runs the three scenarios against a daemon it starts from .venv, and the daemon stops cleanly', { timeout: 180_000 }, async () => {
+    const run = await runToEnd('make', ['-s', 'demo-node'], { env: envWithout('TOOLNEXUS_PYTHON'), timeoutMs: 170_000 });
+    assert.equal(run.killed, false, `make demo-node did not finish:\n${run.stdout}\n${run.stderr}`);
+    assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stdout, /^daemon serving on 127\.0\.0\.1:\d+/m);
+    for (const letter of ['a', 'b', 'c']) assert.match(run.stdout, new RegExp(`^scenario \\(${letter}\\)`, 'm'));
+    assert.doesNotMatch(run.stdout, /FAIL/);
+    assert.match(run.stdout, /daemon stopped with SIGTERM, exit code 0\nall scenarios passed/);
+  });
+
+  describe('run_demo.js without its set-up says what to run instead of failing obscurely', () => {
+    let copy;
+    before(() => {
+      // a checkout where nothing was installed: the examples alone, no node_modules, no .venv
+      copy = mkdtempSync(join(tmpdir(), 'toolnexus-fresh-'));
+      mkdirSync(join(copy, 'examples'));
+      cpSync(join(REPO, 'examples', 'node'), join(copy, 'examples', 'node'), {
+        recursive: true, filter: (source) => !source.includes('node_modules'),
+      });
+    });
+    after(() => rmSync(copy, { recursive: true, force: true }));
+
+    it('no Node packages: exit 2 naming make demo-node', async () => {
+      const run = await runToEnd(process.execPath, [join(copy, 'examples', 'node', 'run_demo.js')], { cwd: copy });
+      assert.equal(run.code, 2, `${run.stdout}\n${run.stderr}`);
+      assert.match(run.stderr, /the Node packages are not installed \(Cannot find package 'toolnexus-client'/);
+      assert.match(run.stderr, /run `make demo-node` from the repository root/);
+      assert.doesNotMatch(run.stderr, /at .*\.js:\d+/, 'no stack trace');
+    });
+
+    it('no .venv and no TOOLNEXUS_PYTHON: exit 2 naming make demo-node, never the system python', async () => {
+      const modules = join(copy, 'examples', 'node', 'node_modules');
+      mkdirSync(modules, { recursive: true });
+      symlinkSync(join(REPO, 'clients', 'node'), join(modules, 'toolnexus-client'));
+      const run = await runToEnd(process.execPath, [join(copy, 'examples', 'node', 'run_demo.js')],
+        { cwd: copy, env: envWithout('TOOLNEXUS_PYTHON') });
+      assert.equal(run.code, 2, `${run.stdout}\n${run.stderr}`);
+      assert.match(run.stderr, /no python to run the daemon: .*\.venv\/bin\/python does not exist/);
+      assert.match(run.stderr, /run `make demo-node` from the repository root/);
+      assert.doesNotMatch(run.stderr, /Traceback/);
+    });
+  });
 });

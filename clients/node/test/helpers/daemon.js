@@ -32,11 +32,12 @@ export function freePort() {
 }
 
 export class Daemon {
-  constructor({ dataDir = null, listen = '127.0.0.1:0', args = [] } = {}) {
+  constructor({ dataDir = null, listen = '127.0.0.1:0', args = [], env = {} } = {}) {
     this.ownsDataDir = dataDir === null;
     this.dataDir = dataDir ?? mkdtempSync(join(tmpdir(), 'toolnexus-node-test-'));
     this.listen = listen;
     this.args = args;
+    this.env = env;
     this.proc = null;
     this.lines = [];
     this.target = null;
@@ -45,7 +46,8 @@ export class Daemon {
   /** Start and resolve once serving (this.target set). */
   start(timeoutMs = 30_000) {
     const proc = spawn(python(), ['-m', 'toolnexus_daemon', 'serve', '--listen', this.listen,
-      '--data-dir', this.dataDir, ...this.args], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+      '--data-dir', this.dataDir, ...this.args],
+    { cwd: REPO, env: { ...process.env, ...this.env }, stdio: ['ignore', 'ignore', 'pipe'] });
     this.proc = proc;
     return new Promise((resolveStart, reject) => {
       const timer = setTimeout(() => {

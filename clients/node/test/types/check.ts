@@ -1,7 +1,7 @@
 // Compiled (never run) by `npm run typecheck` and test/types.test.js: the declarations in
 // src/index.d.ts describe the API the way an application uses it.
 import {
-  type Context, type Event, type HandleSnapshot, type TaskResult, type Transport,
+  type Context, type Event, type HandleSnapshot, type InterruptResult, type PostResult, type TaskResult, type Transport,
   NotFound, Runtime, Status, Tool, ToolResult, ToolnexusError, agent, registry, tool,
 } from 'toolnexus-client';
 
@@ -47,7 +47,11 @@ export async function demo(target: string): Promise<string> {
     if (err instanceof NotFound) console.log(err.code, err.status, err.message);
     else if (err instanceof ToolnexusError) throw err;
   }
-  await rt.post(handle, 'hi', { from: 'app' });
+  const posted: PostResult = await rt.post(handle, 'hi', { from: 'app' });
+  const place: number = posted.position + posted.inboxCap;
+  const stopped: InterruptResult = await rt.interrupt(handle);
+  const cancelled: string | null = stopped.cancelledRequest;
+  void [place, cancelled, stopped.fromState, stopped.inboxRestored];
   await rt.shutdown({ purge: false });
   return `${queued} ${total} ${snap.lastResult?.text ?? ''}`;
 }
