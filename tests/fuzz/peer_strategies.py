@@ -36,36 +36,37 @@ invalid_arguments = st.one_of(
 
 @st.composite
 def tool_calls(draw: st.DrawFn) -> tuple[Any, bool]:
-    """A ``tool_calls`` value and whether every call in it carries valid arguments."""
+    """A ``tool_calls`` value and whether the tool may run: some call names it with valid arguments
+    (a value that is not a list of calls must run nothing)."""
     shape = draw(st.sampled_from(["calls", "calls", "calls", "string", "junk-items", "object"]))
     if shape == "string":
-        return draw(texts), True
+        return draw(texts), False
     if shape == "object":
-        return {"function": {"name": TOOL, "arguments": "{}"}}, True
+        return {"function": {"name": TOOL, "arguments": "{}"}}, False
     if shape == "junk-items":
-        return draw(st.lists(junk, min_size=1, max_size=3)), True
-    calls, all_valid = [], True
+        return draw(st.lists(junk, min_size=1, max_size=3)), False
+    calls, may_run = [], False
     for i in range(draw(st.integers(1, 3))):
         valid = draw(st.booleans())
-        all_valid &= valid
         args = draw(valid_arguments if valid else invalid_arguments)
         name = draw(st.sampled_from([TOOL, TOOL, TOOL, "", "ghost", 42, None]))
+        may_run |= valid and name == TOOL
         call = {"id": draw(st.sampled_from([f"call_{i}", "", 7, None, "c" * 300])), "type": "function",
                 "function": {"name": name, "arguments": args}}
         calls.append(call)
-    return calls, all_valid
+    return calls, may_run
 
 
 @st.composite
 def model_replies(draw: st.DrawFn) -> tuple[Any, bool]:
-    """A chat.completion body (or junk) and whether all the tool arguments in it are valid."""
+    """A chat.completion body (or junk) and whether the tool may run on it."""
     if draw(st.integers(0, 9)) == 0:
-        return draw(junk), True
+        return draw(junk), False
     message: dict[str, Any] = {"role": draw(st.sampled_from(["assistant", "assistant", "user", 3]))}
     message["content"] = draw(st.none() | texts | junk)
-    valid = True
+    may_run = False
     if draw(st.booleans()):
-        message["tool_calls"], valid = draw(tool_calls())
+        message["tool_calls"], may_run = draw(tool_calls())
     usage = draw(st.none() | junk | st.fixed_dictionaries(
         {"prompt_tokens": _ints | texts, "completion_tokens": _ints, "total_tokens": _ints}))
     choice = draw(st.sampled_from(["ok", "ok", "ok", "missing", "empty", "junk"]))
@@ -73,7 +74,7 @@ def model_replies(draw: st.DrawFn) -> tuple[Any, bool]:
                     "empty": [], "junk": draw(junk)}[choice]
     body: dict[str, Any] = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
                             "choices": choices, "usage": usage}
-    return {k: v for k, v in body.items() if v is not None}, valid
+    return {k: v for k, v in body.items() if v is not None}, may_run
 
 
 def _deep(levels: int) -> Any:

@@ -66,15 +66,15 @@ def _script(reply: Any) -> Any:
 @given(drawn=model_replies(), hook=webhook_replies)
 def test_hostile_model_and_webhook_replies(peers: Peers, drawn: tuple[Any, bool], hook: Any) -> None:
     CASES["model+webhook replies"] += 1
-    reply, arguments_valid = drawn
+    reply, may_run = drawn
     peers.server.script = _script(reply)
     peers.server.route("/hook", lambda req: Reply(body=hook))
     before = peers.hook_calls()
     result = peers.turn()
     assert result.status in SETTLED, result
     assert "internal error" not in result.text, result.text[:500]
-    if not arguments_valid:
-        assert peers.hook_calls() == before, "a tool ran on arguments the model did not send as an object"
+    if not may_run:
+        assert peers.hook_calls() == before, "the tool ran on arguments that are not a JSON object, or on a reply that is not a list of calls"
     if result.status == "pending":
         peers.stub.Interrupt(pb.InterruptRequest(runtime_id=RUNTIME, handle=peers.handle), timeout=10)
     try:
