@@ -20,7 +20,7 @@ from tests.api.test_hostile_peers import Peer, assert_readable, deep, echo_tool_
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer
+from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response
 from toolnexus_daemon.store.codec import Table, decode_value, encode_value
 
 
@@ -152,3 +152,25 @@ def test_an_answer_to_an_old_pending_whose_expiry_is_a_number_is_accepted(
     assert not out.duplicate and out.result.status == "done", out
     assert answered and "approved" in out.result.text
     assert_readable(peer)
+
+
+def test_list_of_many_large_results_fits_in_one_message(tmp_path: Path, model: ScriptedModelServer) -> None:
+    """Each reply is within --max-model-reply-bytes, but six of them together are over
+    --max-message-bytes: List and Snapshot cut the texts (with a marker) instead of failing."""
+    peer = Peer(tmp_path / "data", model, "--max-message-bytes", str(4 << 20))
+    try:
+        model.script = lambda body: chat_response(content="w" * 900_000, usage=(1, 1, 2))
+        handles = [peer.handle] + [
+            peer.stub.Spawn(pb.SpawnRequest(runtime_id=peer.rid, agent="worker"), timeout=10).handle
+            for _ in range(5)]
+        for handle in handles:
+            peer.handle = handle
+            result = peer.turn()
+            assert result.status == "done" and len(result.text) == 900_000
+        listed = peer.stub.List(pb.ListRequest(runtime_id=peer.rid), timeout=10)
+        texts = [s.last_result.text for s in listed.handles if s.id in handles]
+        assert len(texts) == 6 and all("[output truncated: 900000 bytes" in t for t in texts)
+        assert all(t.startswith("w" * 1000) for t in texts)
+        assert_readable(peer)
+    finally:
+        peer.close()

@@ -90,3 +90,21 @@ def test_a_failed_model_call_is_logged_with_its_reason(daemon: DaemonProcess) ->
             assert line["level"] in ("warning", "WARNING") and "valid string" in line["error"], line
         finally:
             rt.shutdown()
+
+
+def test_a_token_budget_binds_on_estimated_usage(daemon: DaemonProcess) -> None:
+    """A stream that never reports usage still spends the budget: the estimate counts."""
+    with ScriptedModelServer(lambda body: chat_stream(legacy_reply(body))) as server:  # type: ignore[arg-type]
+        tool = Tool("lookup", "looks up", {"type": "object", "properties": {"q": {"type": "string"}}},
+                    execute=lambda args, ctx: "found")
+        reg = registry(agent("reader", does="reads", uses={"tools": [tool]}))
+        rt = Runtime.new(target=daemon.target, registry=reg,
+                         llm={"style": "openai", "base_url": server.url, "model": "m", "stream": True})
+        try:
+            handle = rt.spawn(rt.root, "reader", budget={"max_tokens": 5})
+            rt.wake(handle, "look it up")
+            result = rt.wait(handle, timeout=30)
+            assert result.limit == "maxTokens" and result.usage_estimated, result
+            assert result.total_tokens > 5 and server.calls == 1
+        finally:
+            rt.shutdown()

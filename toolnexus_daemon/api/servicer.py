@@ -28,6 +28,7 @@ from . import convert
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
+from .fit import fit_result, fit_snapshots
 from .info import DaemonFacts, info_response
 from .keys import open_runtime, presented_key
 from .limits import check_prompt
@@ -143,7 +144,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             raise InvalidArgument("timeout_ms must not be negative (0 = wait without a limit)")
         rt = self._runtime(request.runtime_id, context)
         result = await self._until_closing(rt.wait(request.handle, request.timeout_ms))
-        return convert.result_to(result)
+        return fit_result(convert.result_to(result), self.facts.limits.max_message_bytes)
 
     @unary
     async def Resume(self, request: pb.ResumeRequest, context: Ctx) -> pb.ResumeResponse:
@@ -159,7 +160,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self._resumed("duplicate" if out.duplicate else "ok" if answer.ok else "declined")
         response = pb.ResumeResponse(handle=out.handle, duplicate=out.duplicate)
         if out.result is not None:
-            response.result.CopyFrom(convert.result_to(out.result))
+            limit = self.facts.limits.max_message_bytes
+            response.result.CopyFrom(fit_result(convert.result_to(out.result), limit))
         return response
 
     def _resumed(self, outcome: str) -> None:
@@ -170,13 +172,15 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
         rt = self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
-        return convert.snapshot_to(rt.snapshot(request.handle))
+        return fit_snapshots([convert.snapshot_to(rt.snapshot(request.handle))],
+                             self.facts.limits.max_message_bytes)[0]
 
     @unary
     async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
         rt = self._runtime(request.runtime_id, context)
         await rt.durable()
-        return pb.ListResponse(handles=[convert.snapshot_to(h) for h in rt.list()])
+        snaps = [convert.snapshot_to(h) for h in rt.list()]
+        return pb.ListResponse(handles=fit_snapshots(snaps, self.facts.limits.max_message_bytes))
 
     @unary
     async def Post(self, request: pb.PostRequest, context: Ctx) -> pb.PostResponse:
