@@ -1,0 +1,180 @@
+"""The daemon's link to one PostgreSQL database: DSN, password, connections, outage and reconnect.
+
+The DSN is what the operator passed to ``--store`` (``postgresql://user@host:port/db`` or the
+unix-socket form ``postgresql://postgres:@/db?host=/socketdir``). The password never rides in
+it when it can be helped: it comes from ``--store-password-file`` /
+``TOOLNEXUS_STORE_PASSWORD_FILE``, or libpq's own ``PGPASSWORD`` / ``~/.pgpass``, which libpq
+reads itself. Everything that shows the DSN (logs, ``Info``, errors) shows ``redacted``.
+
+``Link`` knows whether the database is reachable. A connection error anywhere marks it down
+(callbacks fire: health goes NOT_SERVING) and starts one prober thread that reconnects with
+exponential backoff; while down, every use fails at once with ``StoreUnavailable`` naming the
+database, so no caller waits on a dead socket and the event loop never blocks on a connect.
+Once a probe connects, the link is up again and the callbacks fire with ``True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pgerr
+
+from ..errors import StoreError, StoreFull, StoreUnavailable
+
+log = logging.getLogger("toolnexus_daemon.store")
+
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 5.0
+CONNECT_TIMEOUT_S = 5
+
+
+def is_pg_dsn(value: str) -> bool:
+    return value.startswith(("postgresql://", "postgres://"))
+
+
+def redact(dsn: str) -> str:
+    """The DSN with any password replaced by ``***`` (query parameters ``password=`` too)."""
+    parts = urlsplit(dsn)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, sep, _pw = userinfo.partition(":")
+        netloc = f"{user}{':***' if sep and _pw else ''}@{hostport}"
+    query = "&".join("password=***" if q.lower().startswith("password=") else q
+                     for q in parts.query.split("&")) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def read_password_file(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text(encoding="utf-8").strip("\r\n")
+    except OSError as exc:
+        raise StoreError(f"cannot read the store password file {path}: {exc}") from exc
+
+
+StateListener = Callable[[bool], None]
+
+
+class Link:
+    """Connections to one database and whether it is reachable (see the module docstring)."""
+
+    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True) -> None:
+        self.dsn, self.redacted, self._password, self._sync = dsn, redact(dsn), password, sync
+        self._lock = threading.Lock()
+        self._up = True
+        self._probing = False
+        self._closed = False
+        self._listeners: list[StateListener] = []
+        self.last_error = ""
+
+    @property
+    def name(self) -> str:
+        return f"PostgreSQL database {self.redacted}"
+
+    @property
+    def up(self) -> bool:
+        return self._up
+
+    def on_change(self, listener: StateListener) -> None:
+        self._listeners.append(listener)
+
+    def connect(self, *, autocommit: bool) -> psycopg.Connection[tuple[object, ...]]:
+        """A new connection (synchronous_commit per ``sync``); raises ``StoreUnavailable`` when it cannot."""
+        if not self._up:
+            raise self.unavailable()
+        try:
+            return self._open(autocommit)
+        except psycopg.Error as exc:
+            raise self.failed(exc) from exc
+
+    def _open(self, autocommit: bool) -> psycopg.Connection[tuple[object, ...]]:
+        kwargs: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1,
+                                     "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+                                     "application_name": "toolnexus-daemon"}
+        if self._password is not None:
+            kwargs["password"] = self._password
+        conn = psycopg.connect(self.dsn, autocommit=True, **kwargs)  # type: ignore[arg-type]
+        conn.execute("SET synchronous_commit = " + ("on" if self._sync else "off"))
+        conn.autocommit = autocommit
+        return conn
+
+    def unavailable(self) -> StoreUnavailable:
+        why = f": {self.last_error}" if self.last_error else ""
+        return StoreUnavailable(f"the {self.name} is unreachable{why}; the daemon reconnects by itself, "
+                                "retry shortly")
+
+    def failed(self, exc: BaseException) -> StoreError:
+        """What ``exc`` (raised by psycopg) means to a caller; a lost connection marks the link down."""
+        if is_connection_error(exc):
+            self.mark_down(exc)
+            return self.unavailable()
+        if isinstance(exc, (pgerr.InsufficientResources, pgerr.ProgramLimitExceeded)):
+            return StoreFull(f"the {self.name} refused the write: {_first_line(exc)}")
+        return StoreError(f"the {self.name} failed: {_first_line(exc)}")
+
+    def mark_down(self, exc: BaseException) -> None:
+        with self._lock:
+            self.last_error = _first_line(exc)
+            was_up, self._up = self._up, False
+            start = not self._probing and not self._closed
+            self._probing = self._probing or start
+        if was_up:
+            log.error("store database unreachable", extra={"store": self.redacted, "error": self.last_error})
+            self._notify(False)
+        if start:
+            threading.Thread(target=self._probe, name="pg-reconnect", daemon=True).start()
+
+    def _probe(self) -> None:
+        delay = BACKOFF_FIRST_S
+        stop = threading.Event()
+        while not self._closed:
+            stop.wait(delay)
+            try:
+                with self._open(autocommit=True) as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error as exc:
+                self.last_error = _first_line(exc)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+                continue
+            with self._lock:
+                self._up, self._probing = True, False
+            log.warning("store database reachable again", extra={"store": self.redacted})
+            self._notify(True)
+            return
+        with self._lock:
+            self._probing = False
+
+    def _notify(self, up: bool) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(up)
+            except Exception:  # a listener must not stop the prober
+                log.exception("store state listener failed")
+
+    def close(self) -> None:
+        self._closed = True
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """A connection refused, lost or shut down by the server: worth retrying once it is back.
+    Client-side failures carry no SQLSTATE; the server's are class 08 and 57P (shutdown)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return isinstance(exc, psycopg.InterfaceError)
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A conflict with another transaction: the same transaction again may succeed."""
+    return isinstance(exc, (pgerr.SerializationFailure, pgerr.DeadlockDetected))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
