@@ -24,6 +24,7 @@ from ..errors import (
     OutOfRange,
     ResourceExhausted,
     StoreError,
+    StoreUnavailable,
 )
 from ..events import EventBus
 from ..llm.base import ModelTransport
@@ -191,6 +192,8 @@ class Runtime:
             raise InvalidArgument("handle is required (a handle id such as root/worker.1)")
         try:
             h = self.handles.get(handle_id) if storable_id(handle_id) else None
+        except StoreUnavailable:  # the database is away: UNAVAILABLE, the record is not damaged
+            raise
         except StoreError as exc:  # a damaged record costs that handle, not the runtime or the daemon
             log.error("handle record cannot be read", extra={"runtime": self.id, "handle": handle_id,
                                                              "error": str(exc)})

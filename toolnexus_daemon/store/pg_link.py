@@ -18,45 +18,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pgerr
 
 from ..errors import StoreError, StoreFull, StoreUnavailable
+from .dsn import redact
 
 log = logging.getLogger("toolnexus_daemon.store")
 
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 CONNECT_TIMEOUT_S = 5
-
-
-def is_pg_dsn(value: str) -> bool:
-    return value.startswith(("postgresql://", "postgres://"))
-
-
-def redact(dsn: str) -> str:
-    """The DSN with any password replaced by ``***`` (query parameters ``password=`` too)."""
-    parts = urlsplit(dsn)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, sep, _pw = userinfo.partition(":")
-        netloc = f"{user}{':***' if sep and _pw else ''}@{hostport}"
-    query = "&".join("password=***" if q.lower().startswith("password=") else q
-                     for q in parts.query.split("&")) if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def read_password_file(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return path.read_text(encoding="utf-8").strip("\r\n")
-    except OSError as exc:
-        raise StoreError(f"cannot read the store password file {path}: {exc}") from exc
 
 
 StateListener = Callable[[bool], None]
@@ -168,7 +141,14 @@ def is_connection_error(exc: BaseException) -> bool:
     if not isinstance(exc, psycopg.OperationalError):
         return isinstance(exc, psycopg.InterfaceError)
     state = exc.sqlstate
-    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    if state is None:  # refused, reset, closed… but not a refusal waiting cannot fix
+        text = str(exc)
+        return not any(word in text for word in _FINAL_REFUSALS)
+    return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+_FINAL_REFUSALS = ("authentication failed", "does not exist", "no password supplied", "no pg_hba.conf entry",
+                   "invalid connection option", "invalid URI", "missing \"=\"")
 
 
 def is_retryable(exc: BaseException) -> bool:

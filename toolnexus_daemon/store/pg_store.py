@@ -129,7 +129,8 @@ class PgStore:
 
     def get_checkpoint(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._one(Table.CHECKPOINTS,
-                         "SELECT rid, value FROM tn_checkpoints WHERE rid = %s AND hid = %s", runtime_id, handle_id)
+                         "SELECT rid, value FROM tn_checkpoints WHERE rid = %s AND hid = %s",
+                         runtime_id, handle_id)
 
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
         return self._one(Table.REQUESTS, "SELECT rid, value FROM tn_requests WHERE rid = %s AND qid = %s",
