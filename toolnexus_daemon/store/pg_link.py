@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 import psycopg
 from psycopg import errors as pgerr
@@ -46,6 +47,8 @@ class Link:
         self._closed = False
         self._listeners: list[StateListener] = []
         self.last_error = ""
+        # bumped by every outage: a connection opened before one is not reused after it
+        self.generation = 0
 
     @property
     def name(self) -> str:
@@ -96,6 +99,7 @@ class Link:
         with self._lock:
             self.last_error = _first_line(exc)
             was_up, self._up = self._up, False
+            self.generation += 1 if was_up else 0
             start = not self._probing and not self._closed
             self._probing = self._probing or start
         if was_up:
@@ -158,3 +162,50 @@ def is_retryable(exc: BaseException) -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+T = TypeVar("T")
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+class OneConnection:
+    """One autocommit connection of a link, reopened when found dead or opened before an outage.
+
+    ``run`` calls ``work`` on it. A connection error on a connection that had been
+    idle (the server restarted meanwhile) is tried once more on a fresh one before the
+    database counts as down; that repeat is safe because every store write is an
+    idempotent upsert or delete. Errors leave as ``StoreError`` (``Link.failed``).
+    """
+
+    def __init__(self, link: Link) -> None:
+        self._link = link
+        self._conn: Conn | None = None
+        self._generation = -1
+
+    def run(self, work: Callable[[Conn], T]) -> T:
+        for attempt in (0, 1):
+            conn, fresh = self._get()
+            try:
+                return work(conn)
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    self.close()
+                if attempt == 0 and not fresh and is_connection_error(exc):
+                    continue
+                raise self._link.failed(exc) from exc
+        raise AssertionError("unreachable")
+
+    def _get(self) -> tuple[Conn, bool]:
+        conn = self._conn
+        if conn is not None and not conn.closed and self._generation == self._link.generation:
+            return conn, False
+        self.close()
+        generation = self._link.generation
+        self._conn = self._link.connect(autocommit=True)
+        self._generation = generation
+        return self._conn, True
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

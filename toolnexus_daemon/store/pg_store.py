@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, cast
 
 import psycopg
@@ -31,7 +29,7 @@ from .base import Batch, HandleCensus, StoreInfo
 from .codec import FORMAT_VERSION, Table
 from .lmdb_store import GROUP_WINDOW_S, MAX_GROUP
 from .lmdb_write import WriterStats
-from .pg_link import Link
+from .pg_link import Link, OneConnection
 from .pg_write import PgWriter, prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
@@ -45,12 +43,9 @@ class PgStore:
                  max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S) -> None:
         self.link = Link(dsn, password=password, sync=sync)
         self._lock = threading.Lock()
-        self._conn: Conn | None = self.link.connect(autocommit=True)
+        self._conn = OneConnection(self.link)
         try:
-            before, after = pg_schema.migrate(self._conn, self.link.name)
-        except psycopg.Error as exc:
-            self._conn.close()
-            raise self.link.failed(exc) from exc
+            before, after = self._conn.run(lambda conn: pg_schema.migrate(conn, self.link.name))
         except BaseException:
             self._conn.close()
             raise
@@ -168,30 +163,15 @@ class PgStore:
         self._writer.close()
         self.link.close()
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._conn.close()
 
     # ----------------------------------------------------------------- helpers
 
-    @contextmanager
-    def _reader(self) -> Iterator[Conn]:
+    def _query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
         with self._lock:
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = self.link.connect(autocommit=True)
-                yield self._conn
-            except psycopg.Error as exc:
-                if self._conn is not None and (self._conn.closed or self._conn.broken):
-                    self._conn.close()
-                    self._conn = None
-                raise self.link.failed(exc) from exc
-
-    def _query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
-        with self._reader() as conn:
-            return conn.execute(sql.encode(), params).fetchall()
+            return self._conn.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
 
     def _one(self, table: Table, sql: str, *ids: str) -> JSON | None:
         key = codec.runtime_key(ids[0]) if len(ids) == 1 else codec.pair_key(ids[0], ids[1])

@@ -31,7 +31,7 @@ from . import codec
 from .base import Batch, HandleKey
 from .codec import Table
 from .lmdb_write import ErrorMapper, GroupWriter
-from .pg_link import Link, is_retryable
+from .pg_link import Link, OneConnection, is_retryable
 from .pg_schema import RUNTIME_TABLES
 from .summary import contribution, summarize
 
@@ -119,36 +119,27 @@ class PgWriter(GroupWriter):
     """The one thread that writes to the database, grouping queued batches into shared transactions."""
 
     def __init__(self, link: Link, map_error: ErrorMapper, *, max_group: int, window: float) -> None:
-        self._link = link
-        self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._conn = OneConnection(link)
         super().__init__(cast(Any, None), {}, map_error, max_group=max_group, window=window, name="pg-commit")
 
     def _transaction(self, group: list[Any]) -> None:
-        for attempt in range(SERIALIZATION_RETRIES + 1):
-            conn = self._connection()
-            try:
-                with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
-                    for item in group:
-                        for sql, rows in item.ops:
-                            cur.executemany(sql.encode(), rows)
-                return
-            except psycopg.Error as exc:
-                if conn.closed or conn.broken:
-                    self._drop()
-                if is_retryable(exc) and attempt < SERIALIZATION_RETRIES:
-                    continue
-                raise
-
-    def _connection(self) -> psycopg.Connection[tuple[object, ...]]:
-        if self._conn is None or self._conn.closed:
-            self._conn = self._link.connect(autocommit=True)
-        return self._conn
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        self._conn.run(lambda conn: _write(conn, group))
 
     def close(self) -> None:
         super().close()
-        self._drop()
+        self._conn.close()
+
+
+def _write(conn: psycopg.Connection[tuple[object, ...]], group: list[Any]) -> None:
+    """Every batch of ``group`` in one transaction, its statements in one pipeline; a serialisation
+    failure or deadlock runs the transaction again."""
+    for attempt in range(SERIALIZATION_RETRIES + 1):
+        try:
+            with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
+                for item in group:
+                    for sql, rows in item.ops:
+                        cur.executemany(sql.encode(), rows)
+            return
+        except psycopg.Error as exc:
+            if not is_retryable(exc) or attempt == SERIALIZATION_RETRIES:
+                raise
