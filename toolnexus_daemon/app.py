@@ -27,6 +27,7 @@ from grpc_health.v1._async import HealthServicer
 from .api.metrics_http import MetricsListenError, MetricsServer
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
+from .api.store_state import follow_store
 from .clock import SystemClock
 from .config import Settings
 from .engine.engine import Engine
@@ -37,7 +38,8 @@ from .llm.factory import model_factory
 from .logs import configure, log_events
 from .metrics import Metrics
 from .model import Event, ToolSource
-from .store.lmdb_store import LmdbStore
+from .store.base import Store
+from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor
 from .tools.http_tool import HttpToolExecutor
 from .tools.native import NativeExecutor
@@ -65,7 +67,7 @@ def run(settings: Settings) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
     configure(settings.log_level)
     try:
-        store = LmdbStore(settings.data_dir, map_size=settings.map_size, sync=settings.sync)
+        store = open_store(settings)
     except StoreLocked as exc:
         print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -82,11 +84,11 @@ def run(settings: Settings) -> int:
         return 1
     finally:
         store.close()
-    log.info("stopped", extra={"data_dir": str(settings.data_dir)})
+    log.info("stopped", extra={"data_dir": store_location(settings)})
     return code
 
 
-def _build(settings: Settings, store: LmdbStore) -> _Daemon:
+def _build(settings: Settings, store: Store) -> _Daemon:
     hub = WorkerHub()
     allow = EnvAllowList(settings.allow_env)
     env = allow.view(os.environ)  # all that outgoing requests may ever read
@@ -113,7 +115,7 @@ def _build(settings: Settings, store: LmdbStore) -> _Daemon:
                    MetricsServer(metrics.registry))
 
 
-async def _serve(settings: Settings, store: LmdbStore) -> int:
+async def _serve(settings: Settings, store: Store) -> int:
     stop = _stop_on_signals()
     daemon = _build(settings, store)
     daemon.servicer.stop_daemon = stop.set
@@ -121,13 +123,14 @@ async def _serve(settings: Settings, store: LmdbStore) -> int:
     if settings.metrics_listen:
         daemon.servicer.facts.metrics_address = await daemon.metrics_server.start(settings.metrics_listen)
     await set_health(daemon.health, serving=False)
+    follow_store(store, daemon.health, daemon.servicer)
     await daemon.server.start()
     try:
         recovered = await daemon.engine.start()
         daemon.servicer.open()
         await set_health(daemon.health, serving=True)
         log.info("serving", extra={"addresses": daemon.addresses, "recovered": recovered,
-                                   "data_dir": str(settings.data_dir),
+                                   "data_dir": store_location(settings),
                                    "metrics_address": daemon.servicer.facts.metrics_address,
                                    "config": settings.redacted()})
         await stop.wait()

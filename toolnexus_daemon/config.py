@@ -16,8 +16,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .bounds import PeerLimits
+from .errors import StoreError
+from .store.dsn import is_pg_dsn, read_password_file
+from .store.dsn import redact as redact_dsn
 
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_DATA_DIR = "./var/toolnexus"
@@ -103,6 +107,9 @@ class Settings:
     allow_env: tuple[str, ...] = ()
     # Shutdown{daemon: true} may stop the daemon (for every tenant); off by default
     allow_remote_shutdown: bool = False
+    # a postgresql:// DSN: the store is that database (store.pg_store); "" = LMDB in data_dir
+    store: str = field(default="", repr=False)
+    store_password: str | None = field(default=None, repr=False)
 
     @property
     def max_message_bytes(self) -> int:
@@ -128,7 +135,9 @@ class Settings:
                "tls-cert": str(tls.cert) if tls else "", "tls-key": str(tls.key) if tls else "",
                "tls-client-ca": str(tls.client_ca) if tls and tls.client_ca else "",
                "allow-env": ",".join(self.allow_env),
-               "allow-remote-shutdown": _bool(self.allow_remote_shutdown)}
+               "allow-remote-shutdown": _bool(self.allow_remote_shutdown),
+               "store": redact_dsn(self.store) if self.store else "",
+               "store-password-file": REDACTED if self.store_password is not None else ""}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -201,6 +210,13 @@ def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     g.add_argument("--map-size", type=parse_size,
                    default=env.get("TOOLNEXUS_MAP_SIZE", str(DEFAULT_MAP_SIZE)),
                    help="LMDB map size, e.g. 1GiB (env TOOLNEXUS_MAP_SIZE; default 1GiB)")
+    g.add_argument("--store", default=env.get("TOOLNEXUS_STORE", ""), metavar="DSN",
+                   help="keep the state in PostgreSQL instead of LMDB: postgresql://USER@HOST:PORT/DB "
+                        "or postgresql://USER@/DB?host=/socketdir (env TOOLNEXUS_STORE)")
+    g.add_argument("--store-password-file", type=Path, metavar="PATH",
+                   default=env.get("TOOLNEXUS_STORE_PASSWORD_FILE") or None,
+                   help="the database password, read from PATH (env TOOLNEXUS_STORE_PASSWORD_FILE; "
+                        "else libpq's PGPASSWORD or ~/.pgpass)")
 
 
 def _security_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -336,6 +352,17 @@ def _check_listen(parser: argparse.ArgumentParser, listen: Sequence[str], tls: T
         parser.error(f"--metrics-listen {metrics!r}: want host:port (e.g. 127.0.0.1:9464)")
 
 
+def _store(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> dict[str, Any]:
+    if not ns.store:
+        return {}
+    if not is_pg_dsn(ns.store):
+        parser.error(f"--store {redact_dsn(ns.store)!r}: want a postgresql://USER@HOST:PORT/DB address")
+    try:
+        return {"store": ns.store, "store_password": read_password_file(ns.store_password_file)}
+    except StoreError as exc:
+        parser.error(str(exc))
+
+
 def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     """Settings from the ``serve`` arguments and the environment; exits 2 on a bad value."""
     parser = serve_parser(env)
@@ -354,4 +381,4 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                     auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
                     insecure=ns.insecure, metrics_listen=ns.metrics_listen,
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
-                    allow_remote_shutdown=ns.allow_remote_shutdown)
+                    allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns))

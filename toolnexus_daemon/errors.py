@@ -50,6 +50,13 @@ class StoreFull(StoreError, ResourceExhausted):
     code = "RESOURCE_EXHAUSTED"
 
 
+class StoreUnavailable(StoreError, Unavailable):
+    """The database behind the store cannot be reached; nothing of the failed write was kept
+    (or it was, if the connection broke at COMMIT: the caller retries, as after any UNAVAILABLE)."""
+
+    code = "UNAVAILABLE"
+
+
 class StoreLocked(StoreError):
     """Another daemon holds the data directory."""
 

@@ -55,14 +55,22 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self.remote_shutdown = False
         self._closing = asyncio.Event()
         self._open = False
+        # set while the store's database is unreachable (api.store_state): why RPCs answer UNAVAILABLE
+        self.store_down: str | None = None
 
     def open(self) -> None:
         """Recovery is done: start answering (until then every RPC is UNAVAILABLE)."""
         self._open = True
 
+    def is_open(self) -> bool:
+        """Serving: recovery done and not shutting down."""
+        return self._open and not self._closing.is_set()
+
     def _require_open(self) -> None:
         if not self._open:
             raise Unavailable("the daemon is recovering its runtimes; retry shortly (health is NOT_SERVING)")
+        if self.store_down:
+            raise Unavailable(self.store_down)
 
     def _runtime(self, runtime_id: str, context: Ctx) -> Runtime:
         self._require_open()

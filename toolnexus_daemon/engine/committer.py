@@ -55,6 +55,7 @@ class Committer:
 
     async def commit(self, change: Change) -> None:
         """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
+        self._rt.settle_restores()  # memory must not run ahead of a store that refused a change
         batch = Batch()
         self._rt.fill_batch(batch, change)
         item = _Queued(change, batch, asyncio.get_running_loop().create_future())
@@ -99,9 +100,11 @@ class Committer:
             self._fail(item, exc)
 
     def _fail(self, item: _Queued, exc: Exception) -> None:
-        self._rt.restore(item.change)
-        if not item.done.done():
-            item.done.set_exception(exc)
+        try:
+            self._rt.restore(item.change)
+        finally:  # whatever restoring does, the caller hears of its refused change
+            if not item.done.done():
+                item.done.set_exception(exc)
 
     async def _write(self, group: list[_Queued]) -> None:
         """One transaction for ``group``; events numbered, published and callers released in order."""

@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from ..bounds import PeerLimits
 from ..clock import Clock
 from ..envexpand import EnvAllowList
-from ..errors import DataLoss, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, StoreError
+from ..errors import (
+    DataLoss,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    StoreError,
+    StoreUnavailable,
+)
 from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Store
@@ -75,6 +83,8 @@ class Engine:
         for rid in self.store.runtime_ids():
             try:
                 rt = self._load(rid)
+            except StoreUnavailable:  # not damage: the start fails and is retried, nothing quarantined
+                raise
             except StoreError as exc:
                 # one damaged runtime must not keep the others from serving (no crash loop)
                 self._damaged[rid] = str(exc)

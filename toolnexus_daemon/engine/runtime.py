@@ -24,6 +24,7 @@ from ..errors import (
     OutOfRange,
     ResourceExhausted,
     StoreError,
+    StoreUnavailable,
 )
 from ..events import EventBus
 from ..llm.base import ModelTransport
@@ -89,6 +90,8 @@ class Runtime:
         self.deps = deps
         self.created_at = created_at
         self.handles = HandleCache(self._load_handle)
+        # handles a failed commit left ahead of an unreachable store (see ``restore``)
+        self._unrestored: dict[str, Handle] = {}
         # handles load_handles found running, escalating or holding queued wakes
         self._recovering: list[Handle] = []
         self.bus = EventBus()
@@ -166,13 +169,29 @@ class Runtime:
 
     def restore(self, change: Change) -> None:
         """After a failed commit, the store is the truth: reload what the change touched, in place
-        (whoever holds a handle keeps holding the one the cache hands out)."""
-        for hid, h in change.handles.items():
-            rec = self.deps.store.get_handle(self.id, hid)
+        (whoever holds a handle keeps holding the one the cache hands out). When the store cannot
+        be read either (its database is away), the handles are remembered and reloaded by
+        ``settle_restores`` before this runtime's next lookup or commit."""
+        self._unrestored.update(change.handles)
+        try:
+            self.settle_restores()
+        except StoreUnavailable as exc:
+            log.warning("handles not reloaded after a failed commit; retried once the store is back",
+                        extra={"runtime": self.id, "handles": sorted(self._unrestored), "error": str(exc)})
+
+    def settle_restores(self) -> None:
+        """Reload the handles a failed commit left ahead of the store; raises ``StoreUnavailable``
+        (nothing changed) while the store still cannot be read."""
+        if not self._unrestored:
+            return
+        records = {hid: self.deps.store.get_handle(self.id, hid) for hid in self._unrestored}
+        for hid, rec in records.items():
+            h = self._unrestored[hid]
             if rec is None:
                 self.handles.pop(hid, None)
-                continue
-            h.restore_from(self._read_handle(rec))
+            else:
+                h.restore_from(self._read_handle(rec))
+        self._unrestored.clear()
 
     @property
     def first_seq(self) -> int:
@@ -195,7 +214,10 @@ class Runtime:
         if not handle_id:
             raise InvalidArgument("handle is required (a handle id such as root/worker.1)")
         try:
+            self.settle_restores()
             h = self.handles.get(handle_id) if storable_id(handle_id) else None
+        except StoreUnavailable:  # the database is away: UNAVAILABLE, the record is not damaged
+            raise
         except StoreError as exc:  # a damaged record costs that handle, not the runtime or the daemon
             log.error("handle record cannot be read", extra={"runtime": self.id, "handle": handle_id,
                                                              "error": str(exc)})

@@ -1,0 +1,185 @@
+"""What only the PostgreSQL store has: schema versions, group commit in one database transaction,
+the sync flag, damaged rows, error mapping at the edge and reconnecting after an outage."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pgerr
+
+from tests.support.pg import PgServer
+from toolnexus_daemon.config import load
+from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
+from toolnexus_daemon.store import Batch
+from toolnexus_daemon.store.dsn import redact
+from toolnexus_daemon.store.pg_link import Link
+from toolnexus_daemon.store.pg_schema import SCHEMA_VERSION
+from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.pg_write import _write
+
+from .samples import event, record
+
+
+def sql(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(statement.encode())
+        return cur.fetchall() if cur.description else []
+
+
+def test_a_fresh_database_gets_the_current_schema_and_a_newer_one_is_refused(pg_dsn: str) -> None:
+    PgStore(pg_dsn).close()
+    assert sql(pg_dsn, "SELECT value FROM tn_meta WHERE key = 'schema'") == [(str(SCHEMA_VERSION),)]
+    PgStore(pg_dsn).close()  # opening again migrates nothing
+
+    sql(pg_dsn, f"UPDATE tn_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema'")
+    with pytest.raises(FormatTooNew, match=f"version {SCHEMA_VERSION + 1}.*up to version {SCHEMA_VERSION}"):
+        PgStore(pg_dsn)
+
+
+async def test_queued_commits_share_transactions_and_a_refused_one_fails_alone(pg_dsn: str) -> None:
+    """Commits queued behind a slow one go in one transaction, in order; the one the database
+    refuses (a trigger here) fails alone and its neighbours land."""
+    store = PgStore(pg_dsn)
+    sql(pg_dsn, """CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN
+                     IF NEW.rid = 'bad' THEN RAISE EXCEPTION 'refused by test'; END IF; RETURN NEW; END
+                   $$ LANGUAGE plpgsql""")
+    sql(pg_dsn, "CREATE TRIGGER refuse BEFORE INSERT ON tn_runtimes FOR EACH ROW EXECUTE FUNCTION refuse()")
+    try:
+        await asyncio.gather(*(store.commit(Batch(runtimes={f"g{i:02d}": {}})) for i in range(40)))
+        shared = store.stats()
+        assert shared.batches == 40 and shared.transactions < 40  # queued commits shared transactions
+
+        commits = [store.commit(Batch(runtimes={"bad" if i == 20 else f"r{i:02d}": {"v": i}},
+                                      events=[event("r", i + 1)])) for i in range(40)]
+        results = await asyncio.gather(*commits, return_exceptions=True)
+        failed = [i for i, r in enumerate(results) if isinstance(r, BaseException)]
+        assert failed == [20] and isinstance(results[20], StoreError)
+        assert "refused by test" in str(results[20])
+        stored = [r for r in store.runtime_ids() if r.startswith("r")]
+        assert stored == [f"r{i:02d}" for i in range(40) if i != 20]
+        assert [e.seq for e in store.events("r")] == [i + 1 for i in range(40) if i != 20]
+        assert store.stats().failed == 1
+    finally:
+        store.close()
+
+
+async def test_sync_flag_sets_synchronous_commit(pg_dsn: str) -> None:
+    for sync, expected in ((True, "on"), (False, "off")):
+        link = Link(pg_dsn, sync=sync)
+        with link.connect(autocommit=True) as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone() == (expected,)
+
+
+async def test_a_damaged_row_costs_that_record_only(pg_dsn: str) -> None:
+    store = PgStore(pg_dsn)
+    try:
+        await store.commit(Batch(handles={("r1", "root"): record(id="root"), ("r1", "h"): record(id="h")}))
+        sql(pg_dsn, "UPDATE tn_handles SET value = '\\x544e02007b' WHERE hid = 'h'")
+        with pytest.raises(StoreError, match="damaged record handles/r1/h"):
+            store.get_handle("r1", "h")
+        assert store.get_handle("r1", "root") == record(id="root")
+    finally:
+        store.close()
+
+
+def test_errors_at_the_edge_mean_what_callers_can_act_on(pg_dsn: str) -> None:
+    link = Link(pg_dsn)
+    assert isinstance(link.failed(pgerr.DiskFull("could not extend file: No space left")), StoreFull)
+    assert isinstance(link.failed(pgerr.ProgramLimitExceeded("value too long")), StoreFull)
+    assert type(link.failed(pgerr.UniqueViolation("dup"))) is StoreError
+    assert link.up
+    down = link.failed(pgerr.AdminShutdown("terminating connection due to administrator command"))
+    assert isinstance(down, StoreUnavailable) and down.code == "UNAVAILABLE"
+    assert "PostgreSQL database postgresql://postgres@/" in str(down) and not link.up
+    link.close()
+
+
+class _FlakyConn:
+    """A connection whose first transactions hit serialisation failures."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.runs = failures, 0
+
+    def transaction(self) -> Any:
+        return self._ctx()
+
+    def pipeline(self) -> Any:
+        return self._ctx(fail=False)
+
+    def cursor(self) -> Any:
+        return self._ctx(fail=False)
+
+    def _ctx(self, fail: bool = True) -> Any:
+        outer = self
+
+        class Ctx:
+            def __enter__(self) -> Ctx:
+                return self
+
+            def executemany(self, *_: object) -> None:
+                outer.runs += 1
+
+            def __exit__(self, *exc: object) -> None:
+                if fail and outer.failures:
+                    outer.failures -= 1
+                    raise pgerr.SerializationFailure("could not serialize access")
+
+        return Ctx()
+
+
+def test_a_serialisation_failure_runs_the_transaction_again() -> None:
+    class Item:
+        ops = [("INSERT …", [(1,)])]
+
+    conn = _FlakyConn(failures=2)
+    _write(conn, [Item()])  # type: ignore[arg-type]
+    assert conn.runs == 3 and conn.failures == 0
+    with pytest.raises(pgerr.SerializationFailure):
+        _write(_FlakyConn(failures=99), [Item()])  # type: ignore[arg-type]
+
+
+async def test_reads_and_commits_recover_after_the_server_restarts(pg_server: PgServer, pg_dsn: str) -> None:
+    """Stopped: UNAVAILABLE at once, nothing half-written; started: the link reconnects by itself,
+    and connections opened before the outage are not reused."""
+    store = PgStore(pg_dsn)
+    try:
+        await store.commit(Batch(runtimes={"r1": {"v": 1}}))
+        pg_server.stop()
+        try:
+            with pytest.raises(StoreUnavailable):
+                store.get_runtime("r1")
+            with pytest.raises(StoreUnavailable):
+                await store.commit(Batch(runtimes={"r1": {"v": 2}}, events=[event("r1", 1)]))
+        finally:
+            pg_server.start()
+        for _ in range(100):
+            if store.link.up:
+                break
+            await asyncio.sleep(0.05)
+        assert store.link.up
+        assert store.get_runtime("r1") == {"v": 1} and store.last_seq("r1") == 0
+        await store.commit(Batch(runtimes={"r1": {"v": 3}}))
+        assert store.get_runtime("r1") == {"v": 3}
+    finally:
+        store.close()
+
+
+def test_the_dsn_is_shown_redacted_and_the_password_comes_from_a_file(tmp_path: Path) -> None:
+    assert redact("postgresql://app:s3cret@db:5432/tn") == "postgresql://app:***@db:5432/tn"
+    assert redact("postgresql://app@db/tn?password=s3cret&sslmode=require") == \
+        "postgresql://app@db/tn?password=***&sslmode=require"
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    settings = load(["--store", "postgresql://app:inline@db/tn", "--store-password-file", str(secret)], {})
+    assert settings.store_password == "s3cret"
+    shown = settings.redacted()
+    assert shown["store"] == "postgresql://app:***@db/tn" and "s3cret" not in repr(settings)
+    assert "inline" not in str(shown) and "s3cret" not in str(shown)
+    env = load([], {"TOOLNEXUS_STORE": "postgresql://app@/tn?host=/run/pg"})
+    assert env.store == "postgresql://app@/tn?host=/run/pg" and env.store_password is None
+    with pytest.raises(SystemExit):
+        load(["--store", "mysql://x"], {})

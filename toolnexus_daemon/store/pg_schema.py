@@ -1,0 +1,75 @@
+"""The PostgreSQL schema of the store, versioned, with forward migrations applied at start.
+
+Plain SQL on purpose (tables, primary keys, partial indexes), so that wire-compatible
+engines can follow. Every key column is ``text COLLATE "C"``, which orders by byte,
+i.e. like LMDB's keys and Python's ``sorted``; every value column holds the same
+envelope bytes LMDB stores (``codec.encode_value``), so a damaged row reads as the
+same ``StoreError`` naming its table and key. Handles carry what the handle index
+needs as columns (``recover``, ``state``, ``open_kind``, ``since``, from
+``summary.contribution``), kept in the same statement as the record.
+
+``tn_meta.schema`` holds the version. ``migrate`` takes a transaction-level advisory
+lock, so daemons starting together migrate once; a database whose version is newer
+than ``SCHEMA_VERSION`` is refused with a message naming both.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from ..errors import FormatTooNew
+
+SCHEMA_VERSION = 1
+_LOCK_KEY = 0x746E7363  # "tnsc": the advisory lock that serialises migrations
+K = 'text COLLATE "C" NOT NULL'
+
+# MIGRATIONS[n] takes a database from version n to n + 1
+MIGRATIONS: list[list[str]] = [
+    [
+        "CREATE TABLE IF NOT EXISTS tn_meta (key text PRIMARY KEY, value text NOT NULL)",
+        f"CREATE TABLE tn_runtimes (rid {K} PRIMARY KEY, value bytea NOT NULL)",
+        f"""CREATE TABLE tn_handles (rid {K}, hid {K}, value bytea NOT NULL,
+            recover boolean NOT NULL, state text, open_kind text, since double precision NOT NULL DEFAULT 0,
+            PRIMARY KEY (rid, hid))""",
+        "CREATE INDEX tn_handles_recover ON tn_handles (rid, hid) WHERE recover",
+        "CREATE INDEX tn_handles_open ON tn_handles (rid, open_kind, since) WHERE open_kind IS NOT NULL",
+        f"CREATE TABLE tn_messages (rid {K}, hid {K}, idx bigint NOT NULL, value bytea NOT NULL, "
+        "PRIMARY KEY (rid, hid, idx))",
+        f"CREATE TABLE tn_checkpoints (rid {K}, hid {K}, value bytea NOT NULL, PRIMARY KEY (rid, hid))",
+        f"CREATE TABLE tn_requests (rid {K}, qid {K}, value bytea NOT NULL, PRIMARY KEY (rid, qid))",
+        f"CREATE TABLE tn_events (rid {K}, seq bigint NOT NULL, value bytea NOT NULL, "
+        "PRIMARY KEY (rid, seq))",
+    ],
+]
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+# every table keyed by runtime, for purge
+RUNTIME_TABLES = ("tn_runtimes", "tn_handles", "tn_messages", "tn_checkpoints", "tn_requests", "tn_events")
+
+
+def stored_version(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+    """The schema version of the database, 0 when it has no store yet."""
+    row = conn.execute("SELECT to_regclass('tn_meta') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return 0
+    found = conn.execute("SELECT value FROM tn_meta WHERE key = 'schema'").fetchone()
+    return int(str(found[0])) if found else 0
+
+
+def migrate(conn: psycopg.Connection[tuple[object, ...]], where: str) -> tuple[int, int]:
+    """Bring the database to ``SCHEMA_VERSION`` in one transaction; returns (from, to).
+
+    Raises ``FormatTooNew`` (nothing changed) when the database is newer than this daemon."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        version = stored_version(conn)
+        if version > SCHEMA_VERSION:
+            raise FormatTooNew(f"the {where} has store schema version {version}, but this toolnexus-daemon "
+                               f"knows up to version {SCHEMA_VERSION}; upgrade the daemon")
+        for step in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[step]:
+                conn.execute(statement.encode())
+        if version != SCHEMA_VERSION:
+            conn.execute("INSERT INTO tn_meta (key, value) VALUES ('schema', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (str(SCHEMA_VERSION),))
+    return version, SCHEMA_VERSION

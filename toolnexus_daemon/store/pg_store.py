@@ -1,0 +1,188 @@
+"""The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
+
+Commits go through ``pg_write.PgWriter`` (a writer thread with its own connection,
+group commit, one database transaction per group), so the event loop never waits
+on a COMMIT. Reads are synchronous, as the protocol wants: each is one indexed
+query on the store's reader connection (autocommit, so it sees every committed
+change), serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
+decodes them and names a damaged row's table and key exactly as LMDB does.
+
+Errors are translated at this edge (``pg_link.Link.failed``): a refused or lost
+connection is ``StoreUnavailable`` (UNAVAILABLE, naming the database) and starts
+the reconnect prober; a value too large or a full disk is ``StoreFull``
+(RESOURCE_EXHAUSTED); anything else ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any, cast
+
+import psycopg
+
+from ..errors import StoreError
+from ..model import JSON, Event
+from . import codec, pg_schema
+from .base import Batch, HandleCensus, StoreInfo
+from .codec import FORMAT_VERSION, Table
+from .lmdb_store import GROUP_WINDOW_S, MAX_GROUP
+from .lmdb_write import WriterStats
+from .pg_link import Link, OneConnection
+from .pg_write import PgWriter, prepare
+
+log = logging.getLogger("toolnexus_daemon.store")
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+class PgStore:
+    """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
+
+    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
+                 max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S) -> None:
+        self.link = Link(dsn, password=password, sync=sync)
+        self._lock = threading.Lock()
+        self._conn = OneConnection(self.link)
+        try:
+            before, after = self._conn.run(lambda conn: pg_schema.migrate(conn, self.link.name))
+        except BaseException:
+            self._conn.close()
+            raise
+        if before != after:
+            log.warning("store schema migrated", extra={"store": self.link.redacted, "from_version": before,
+                                                        "to_version": after})
+        self._size = 0
+        self._writer = PgWriter(self.link, self._write_error, max_group=max_group,
+                                window=group_window if sync else 0.0)
+        self._closed = False
+
+    # ------------------------------------------------------------------ writes
+
+    async def commit(self, batch: Batch) -> None:
+        """Apply ``batch`` in one transaction on the writer thread; return once it is committed.
+
+        As on LMDB: encoded and queued before the first await (which fixes its
+        order), and run to completion even if the awaiting task is cancelled."""
+        if self._closed:
+            raise StoreError(f"store {self.link.redacted} is closed")
+        steps = prepare(batch)
+        if not steps:
+            return
+        if not self.link.up:
+            raise self.link.unavailable()
+        done = asyncio.wrap_future(self._writer.submit(cast(Any, steps)))
+        done.add_done_callback(_retrieve_exception)
+        await asyncio.shield(done)
+
+    def stats(self) -> WriterStats:
+        return self._writer.stats()
+
+    def _write_error(self, exc: Exception) -> Exception:
+        if isinstance(exc, StoreError):
+            return exc
+        error = self.link.failed(exc)
+        error.__cause__ = exc
+        return error
+
+    # ------------------------------------------------------------------- reads
+
+    def runtime_ids(self) -> list[str]:
+        return [str(r[0]) for r in self._query("SELECT rid FROM tn_runtimes ORDER BY rid")]
+
+    def get_runtime(self, runtime_id: str) -> JSON | None:
+        return self._one(Table.RUNTIMES, "SELECT rid, value FROM tn_runtimes WHERE rid = %s", runtime_id)
+
+    def handles(self, runtime_id: str) -> list[JSON]:
+        rows = self._query("SELECT hid, value FROM tn_handles WHERE rid = %s ORDER BY hid", runtime_id)
+        return [_decode(Table.HANDLES, codec.pair_key(runtime_id, str(h)), v) for h, v in rows]
+
+    def handles_to_recover(self, runtime_id: str) -> list[str]:
+        rows = self._query("SELECT hid FROM tn_handles WHERE rid = %s AND recover ORDER BY hid", runtime_id)
+        return [str(r[0]) for r in rows]
+
+    def census(self, runtime_id: str) -> HandleCensus:
+        states = self._query("SELECT state, count(*) FROM tn_handles WHERE rid = %s AND state IS NOT NULL "
+                             "GROUP BY state", runtime_id)
+        opened = self._query("SELECT open_kind, count(*), min(since) FROM tn_handles "
+                             "WHERE rid = %s AND open_kind IS NOT NULL GROUP BY open_kind", runtime_id)
+        return HandleCensus(states={str(s): int(cast(int, n)) for s, n in states},
+                            open={str(k): (int(cast(int, n)), float(cast(float, m))) for k, n, m in opened})
+
+    def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
+        return self._one(Table.HANDLES, "SELECT rid, value FROM tn_handles WHERE rid = %s AND hid = %s",
+                         runtime_id, handle_id)
+
+    def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
+        if end is not None and end <= start:
+            return []
+        rows = self._query("SELECT idx, value FROM tn_messages WHERE rid = %s AND hid = %s AND idx >= %s "
+                           "AND (%s::bigint IS NULL OR idx < %s) ORDER BY idx",
+                           runtime_id, handle_id, max(start, 0), end, end)
+        return [_decode(Table.MESSAGES, codec.message_key(runtime_id, handle_id, int(cast(int, i))), v)
+                for i, v in rows]
+
+    def get_checkpoint(self, runtime_id: str, handle_id: str) -> JSON | None:
+        return self._one(Table.CHECKPOINTS,
+                         "SELECT rid, value FROM tn_checkpoints WHERE rid = %s AND hid = %s",
+                         runtime_id, handle_id)
+
+    def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
+        return self._one(Table.REQUESTS, "SELECT rid, value FROM tn_requests WHERE rid = %s AND qid = %s",
+                         runtime_id, request_id)
+
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        if limit <= 0:
+            return []
+        rows = self._query("SELECT seq, value FROM tn_events WHERE rid = %s AND seq > %s "
+                           "ORDER BY seq LIMIT %s", runtime_id, max(after_seq, 0), limit)
+        return [codec.decode_event(codec.event_key(runtime_id, int(cast(int, s))), bytes(cast(bytes, v)))
+                for s, v in rows]
+
+    def last_seq(self, runtime_id: str) -> int:
+        rows = self._query("SELECT max(seq) FROM tn_events WHERE rid = %s", runtime_id)
+        return int(cast(int, rows[0][0])) if rows and rows[0][0] is not None else 0
+
+    def info(self) -> StoreInfo:
+        """Size of the database; during an outage, the last size read (Info keeps answering)."""
+        if self._closed:
+            raise StoreError(f"store {self.link.redacted} is closed")
+        if self.link.up:
+            try:
+                self._size = int(cast(int, self._query("SELECT pg_database_size(current_database())")[0][0]))
+            except StoreError:
+                pass
+        return StoreInfo(path=self.link.redacted, size_bytes=self._size, map_size_bytes=0,
+                         format_version=FORMAT_VERSION)
+
+    def close(self) -> None:
+        """Finish queued commits, then close both connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        self.link.close()
+        with self._lock:
+            self._conn.close()
+
+    # ----------------------------------------------------------------- helpers
+
+    def _query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
+        if self._closed:
+            raise StoreError(f"store {self.link.redacted} is closed")
+        with self._lock:
+            return self._conn.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
+
+    def _one(self, table: Table, sql: str, *ids: str) -> JSON | None:
+        key = codec.runtime_key(ids[0]) if len(ids) == 1 else codec.pair_key(ids[0], ids[1])
+        rows = self._query(sql, *ids)
+        return _decode(table, key, rows[0][1]) if rows else None
+
+
+def _decode(table: Table, key: bytes, raw: object) -> JSON:
+    return codec.decode_value(table, key, bytes(cast(bytes, raw)))
+
+
+def _retrieve_exception(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
