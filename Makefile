@@ -3,19 +3,24 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# the two profiles of scripts/make_venv.py: `runtime` (requirements.txt only: what `make run` needs) and
+# `dev` (runtime + requirements-dev.txt + editable installs). The script locks .venv.lock, so
+# `make dev-model & make run` on a fresh clone builds the venv once instead of racing.
+STAMP := $(VENV)/.installed-dev
+RUN_STAMP := $(VENV)/.installed-runtime
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./var/toolnexus
 
-.PHONY: venv proto proto-check run test test-fast lint typecheck check demo dev-model fuzz bench bench-quick clean chaos
+.PHONY: venv venv-runtime proto proto-check run test test-fast lint typecheck check demo dev-model fuzz bench bench-quick clean chaos
 
 venv: $(STAMP)
+venv-runtime: $(RUN_STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . -e clients/python
-	touch $(STAMP)
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml scripts/make_venv.py
+	$(PYTHON) scripts/make_venv.py --profile dev --venv $(VENV)
+
+$(RUN_STAMP): requirements.txt scripts/make_venv.py
+	$(PYTHON) scripts/make_venv.py --profile runtime --venv $(VENV)
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
@@ -23,11 +28,11 @@ proto: $(STAMP)
 proto-check: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 
-run: $(STAMP)
-	$(BIN)/toolnexus-daemon serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+run: $(RUN_STAMP)
+	$(BIN)/python -m toolnexus_daemon serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-dev-model: $(STAMP)
-	$(BIN)/toolnexus-daemon dev-model --listen 127.0.0.1:8099
+dev-model: $(RUN_STAMP)
+	$(BIN)/python -m toolnexus_daemon dev-model --listen 127.0.0.1:8099
 
 test: proto-check lint typecheck node-test
 	$(BIN)/pytest -q
@@ -73,7 +78,7 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV).lock var .pytest_cache .mypy_cache .ruff_cache
 
 # The Node client (clients/node/README.md): npm ci from the committed lock files, then node's own
 # test runner against real daemon subprocesses (the daemon and the Python side of the

@@ -118,3 +118,32 @@ def test_target_and_token_come_from_the_environment(token_daemon: DaemonProcess,
     monkeypatch.setenv("TOOLNEXUS_TARGET", "127.0.0.1:1")
     with Runtime.new(token_daemon.target, reg, llm=NO_MODEL, token=TOKEN) as rt:
         assert rt.spawn(rt.root, AGENT) == "root/operator.1"
+
+
+def test_action_id_is_stable_across_a_resume_and_new_for_the_next_action(daemon: DaemonProcess) -> None:
+    """``ctx.action_id``: the same when the resume re-invokes the call, different for the next call, so
+    request ids built from it are unique per action (a request id is single-use within a runtime)."""
+    seen: list[tuple[str, str, bool]] = []
+
+    def approve_once(args: dict[str, Any], ctx: Context) -> ToolResult | str:
+        seen.append((ctx.call_id, ctx.action_id, ctx.answer is not None))
+        if ctx.answer is None:
+            return ToolResult.suspend(id=f"secret:{ctx.action_id}", kind="authorization", prompt="approve?")
+        return "action performed"
+
+    reg = registry(agent(AGENT, uses={"tools": [Tool("secret_action", execute=approve_once)]}))
+    rt = Runtime.new(daemon.target, reg, transport=lambda r: {"status": 200, "body": mock_model(r["body"])})
+    try:
+        ids = []
+        for _ in range(2):  # two handles: two actions of the same tool
+            h = rt.spawn(rt.root, AGENT)
+            rt.wake(h, PROMPT)
+            pending = rt.wait(h, timeout=30).pending
+            assert pending is not None
+            ids.append(pending.id)
+            assert rt.resume({"id": pending.id, "ok": True}).result.text == "action performed"
+    finally:
+        rt.shutdown()
+    (c1, a1, _), (c1b, a1b, answered), (c2, a2, _), _ = seen
+    assert a1 == a1b and answered and a1 and a2 and a1 != a2, seen
+    assert ids == [f"secret:{a1}", f"secret:{a2}"] and c2 != c1

@@ -21,8 +21,10 @@ class DaemonProcess:
     """One daemon subprocess bound to 127.0.0.1:0 (and optional unix sockets)."""
 
     def __init__(self, data_dir: Path, *extra_args: str, listen: tuple[str, ...] = ("127.0.0.1:0",),
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, python: str = sys.executable,
+                 cwd: Path | None = None) -> None:
         self.data_dir = data_dir
+        self.python, self.cwd = python, cwd
         self.extra_args = extra_args
         self.listen = listen
         self.env = {**os.environ, **(env or {})}
@@ -36,13 +38,13 @@ class DaemonProcess:
         return self.addresses[0]
 
     def start(self, timeout: float = 30.0) -> DaemonProcess:
-        args = [sys.executable, "-m", "toolnexus_daemon", "serve", "--data-dir", str(self.data_dir)]
+        args = [self.python, "-m", "toolnexus_daemon", "serve", "--data-dir", str(self.data_dir)]
         for addr in self.listen:
             args += ["--listen", addr]
         args += list(self.extra_args)
         self._serving.clear()
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     text=True, env=self.env)
+                                     text=True, env=self.env, cwd=self.cwd)
         threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
         deadline = time.monotonic() + timeout
         while not self._serving.wait(0.05):

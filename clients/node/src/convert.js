@@ -125,6 +125,7 @@ export function infoFromPb(m) {
 export function contextFromCall(runtimeId, call, signal) {
   const ctx = Object.freeze({
     callId: call.call_id,
+    actionId: call.action_id || call.call_id, // stable across re-invocations: build request ids from it
     handle: call.handle,
     runtimeId,
     tool: call.tool,

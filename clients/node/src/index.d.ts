@@ -164,6 +164,9 @@ export interface Info {
 /** What a native tool knows about its call; `answer` is set when a resume re-invokes it. */
 export interface Context {
   readonly callId: string;
+  /** The same for every invocation of this call, different for every other call: build request
+   * ids from it (`approve:${ctx.actionId}`), since a request id is single-use within a runtime. */
+  readonly actionId: string;
   readonly handle: string;
   readonly runtimeId: string;
   readonly tool: string;

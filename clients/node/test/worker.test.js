@@ -111,6 +111,34 @@ describe('native tools', () => {
     }
   });
 
+  it('ctx.actionId is stable across a resume and new for the next action', async () => {
+    const seen = [];
+    const approve = tool('approve', (args, ctx) => {
+      seen.push({ callId: ctx.callId, actionId: ctx.actionId, answered: ctx.answer !== null });
+      return ctx.answer ? 'done' : ToolResult.suspend({ id: `approve:${ctx.actionId}`, kind: 'approval', prompt: 'ok?' });
+    });
+    const rt = await Runtime.new({ target: daemon.target, transport: mockTransportFor('approve'), logger: quiet().logger,
+      registry: registry(agent('a', { uses: { tools: [approve] } })) });
+    const ids = [];
+    try {
+      for (let i = 0; i < 2; i += 1) { // two handles: two actions of one tool
+        const h = await rt.spawn(rt.root, 'a');
+        await rt.wake(h, 'go');
+        const { pending } = await rt.wait(h, { timeoutMs: 15_000 });
+        ids.push(pending.id);
+        assert.equal((await rt.resume({ id: pending.id, ok: true })).result.text, 'done');
+      }
+    } finally {
+      await rt.shutdown();
+    }
+    const [first, again, second] = seen;
+    assert.ok(first.actionId && second.actionId);
+    assert.equal(again.actionId, first.actionId);
+    assert.ok(again.answered);
+    assert.notEqual(second.actionId, first.actionId);
+    assert.deepEqual(ids, [`approve:${first.actionId}`, `approve:${second.actionId}`]);
+  });
+
   it('the model request the transport receives is OpenAI-shaped', async () => {
     const seen = [];
     await runTool('noop', () => 'fine', { seen });

@@ -110,13 +110,18 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class Context:
-    """What a native tool knows about its call; ``answer`` is set when a resume re-invokes it."""
+    """What a native tool knows about its call; ``answer`` is set when a resume re-invokes it.
+
+    ``action_id`` is the same for every invocation of one call and different for every other call:
+    build request ids from it (``id=f"approve:{ctx.action_id}"``) so each action asks its own
+    question; a request id is single-use within a runtime."""
 
     call_id: str
     handle: str
     runtime_id: str
     tool: str
     answer: Answer | None = None
+    action_id: str = ""
 
 
 @dataclass(frozen=True)
