@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="dev")
     parser.add_argument("--venv", default=".venv", help="the virtualenv directory (default .venv)")
     parser.add_argument("--root", default=".", help="the repository root (default: the current directory)")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .bounds import PeerLimits
 from .errors import StoreError
 from .store.dsn import is_pg_dsn, read_password_file
@@ -172,11 +173,57 @@ def is_loopback(address: str) -> bool:
         return False  # a host name could resolve anywhere
 
 
+@dataclass(frozen=True)
+class BadEnv:
+    """An environment value that does not parse, kept as the flag's default so the error can name the
+    variable the operator set (argparse would name the flag, which nobody passed)."""
+
+    name: str
+    raw: str
+    why: str
+
+
+def env_value(env: Mapping[str, str], name: str, kind: Callable[[str], Any], default: Any) -> Any:
+    """``env[name]`` converted by ``kind``; ``default`` when unset; a ``BadEnv`` when it does not parse."""
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return kind(raw)
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        return BadEnv(name, raw, str(exc))
+
+
+def _check_env(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """Fail on a bad environment value the command line did not override."""
+    for dest, value in vars(ns).items():
+        if isinstance(value, BadEnv):
+            flag = "--" + dest.replace("_", "-")
+            parser.error(f"environment variable {value.name}={value.raw!r} is not a valid value for {flag}"
+                         f" ({value.why}); fix or unset it, or pass {flag} on the command line")
+
+
+def check_listen_form(address: str) -> str | None:
+    """Why ``address`` is not ``HOST:PORT`` or ``unix:PATH``, or None when it is."""
+    example = "e.g. 127.0.0.1:50051 (127.0.0.1:0 picks a free port) or unix:/run/toolnexus/daemon.sock"
+    if address.startswith("unix:"):
+        return None if address[5:].strip() else f"the unix socket path is missing; {example}"
+    host, colon, port = address.rpartition(":")
+    if not colon or address.endswith("]"):
+        return f"the port is missing; want HOST:PORT, {example}"
+    if not host.strip("[]"):
+        return f"the host is missing; want HOST:PORT, e.g. 127.0.0.1:{port or 50051} for this machine only"
+    if not port.isdigit() or int(port) > 65535:
+        return f"the port {port!r} is not a number from 0 to 65535; {example}"
+    return None
+
+
 def serve_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     """The ``serve`` argument parser, its defaults taken from ``env`` where set."""
     p = argparse.ArgumentParser(prog="toolnexus-daemon serve", epilog=ENV_ONLY_HELP,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Run the toolnexus agent-runtime gRPC sidecar.")
+    p.add_argument("-V", "--version", action="version", version=f"toolnexus-daemon {__version__}")
     _listening_flags(p, env)
     _store_flags(p, env)
     _security_flags(p, env)
@@ -194,7 +241,7 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
     g.add_argument("--metrics-listen", default=env.get("TOOLNEXUS_METRICS_LISTEN", ""), metavar="HOST:PORT",
                    help="serve Prometheus metrics over HTTP at /metrics (env TOOLNEXUS_METRICS_LISTEN; "
                         "default off)")
-    g.add_argument("--grace", type=float, default=env.get("TOOLNEXUS_GRACE", str(DEFAULT_GRACE_S)),
+    g.add_argument("--grace", type=float, default=env_value(env, "TOOLNEXUS_GRACE", float, DEFAULT_GRACE_S),
                    help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
                    help="(env TOOLNEXUS_LOG_LEVEL; default %(default)s)")
@@ -208,7 +255,7 @@ def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
                    help="do not fsync each commit: faster, loses recent commits on a crash "
                         "(env TOOLNEXUS_NO_SYNC=1)")
     g.add_argument("--map-size", type=parse_size,
-                   default=env.get("TOOLNEXUS_MAP_SIZE", str(DEFAULT_MAP_SIZE)),
+                   default=env_value(env, "TOOLNEXUS_MAP_SIZE", parse_size, DEFAULT_MAP_SIZE),
                    help="LMDB map size, e.g. 1GiB (env TOOLNEXUS_MAP_SIZE; default 1GiB)")
     g.add_argument("--store", default=env.get("TOOLNEXUS_STORE", ""), metavar="DSN",
                    help="keep the state in PostgreSQL instead of LMDB: postgresql://USER@HOST:PORT/DB "
@@ -258,7 +305,7 @@ def _limit_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
 
     def limit(flag: str, default: int, what: str, kind: Callable[[str], int] = int) -> None:
         name = "TOOLNEXUS_" + flag.upper().replace("-", "_")
-        g.add_argument(f"--{flag}", type=kind, default=env.get(name, str(default)), metavar="N",
+        g.add_argument(f"--{flag}", type=kind, default=env_value(env, name, kind, default), metavar="N",
                        help=f"{what} (env {name}; default {default})")
 
     limit("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES,
@@ -343,8 +390,11 @@ def _allow_env(parser: argparse.ArgumentParser, patterns: Sequence[str]) -> tupl
 
 
 def _check_listen(parser: argparse.ArgumentParser, listen: Sequence[str], tls: Tls | None,
-                  insecure: bool, metrics: str) -> None:
+                  insecure: bool, metrics: str, source: str = "--listen") -> None:
     for address in listen:
+        wrong = check_listen_form(address)
+        if wrong:
+            parser.error(f"{source} {address!r}: {wrong}")
         if not is_loopback(address) and tls is None and not insecure:
             parser.error(f"--listen {address}: a non-loopback address needs TLS (--tls-cert/--tls-key); "
                          "pass --insecure to serve plaintext there anyway")
@@ -352,8 +402,25 @@ def _check_listen(parser: argparse.ArgumentParser, listen: Sequence[str], tls: T
         parser.error(f"--metrics-listen {metrics!r}: want host:port (e.g. 127.0.0.1:9464)")
 
 
+def _check_data_dir(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """An LMDB directory that is a file (or sits under one) is named as such, not as ``File exists``."""
+    if ns.store:
+        return
+    path = Path(ns.data_dir)
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            where = "is" if part == path else f"is under {part}, which is"
+            parser.error(f"--data-dir {path} {where} a file, not a directory; point --data-dir at a "
+                         "directory (it is created when missing)")
+        if part.exists():
+            return
+
+
 def _store(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> dict[str, Any]:
     if not ns.store:
+        if ns.store_password_file is not None:
+            parser.error("--store-password-file (env TOOLNEXUS_STORE_PASSWORD_FILE) is for a PostgreSQL "
+                         "store: give --store postgresql://... too, or drop it")
         return {}
     if not is_pg_dsn(ns.store):
         parser.error(f"--store {redact_dsn(ns.store)!r}: want a postgresql://USER@HOST:PORT/DB address")
@@ -367,6 +434,7 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     """Settings from the ``serve`` arguments and the environment; exits 2 on a bad value."""
     parser = serve_parser(env)
     ns = parser.parse_args(list(argv))
+    _check_env(parser, ns)
     listen = tuple(ns.listen or ns.listen_env or [DEFAULT_LISTEN])
     if ns.log_level not in LOG_LEVELS:
         parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
@@ -375,7 +443,9 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     if ns.map_size <= 0:
         parser.error("--map-size must be positive")
     tls = _tls(parser, ns)
-    _check_listen(parser, listen, tls, ns.insecure, ns.metrics_listen)
+    _check_listen(parser, listen, tls, ns.insecure, ns.metrics_listen,
+                  "--listen" if ns.listen else "TOOLNEXUS_LISTEN" if ns.listen_env else "--listen")
+    _check_data_dir(parser, ns)
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
                     grace=ns.grace, log_level=ns.log_level, limits=_limits(parser, ns),
                     auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,

@@ -18,6 +18,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
     """env var -> (value, what Settings must then hold) for every documented variable."""
     token = tmp_path / "token"
     token.write_text("t")
+    password = tmp_path / "pg-password"
+    password.write_text("pw\n")
     return {
         "TOOLNEXUS_LISTEN": ("127.0.0.1:7,unix:/tmp/x.sock", ("127.0.0.1:7", "unix:/tmp/x.sock")),
         "TOOLNEXUS_METRICS_LISTEN": ("127.0.0.1:9464", "127.0.0.1:9464"),
@@ -46,6 +48,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_ALLOW_ENV": ("MYAPP_*, OTHER_KEY", ("MYAPP_*", "OTHER_KEY")),
         "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": ("1", True),
         "TOOLNEXUS_TOOL_DEADLINE_MS": ("1234", 1234),
+        "TOOLNEXUS_STORE": ("postgresql://tn@127.0.0.1:5432/tn", "postgresql://tn@127.0.0.1:5432/tn"),
+        "TOOLNEXUS_STORE_PASSWORD_FILE": (str(password), "pw"),
     }
 
 
@@ -70,12 +74,13 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_ALLOW_ENV": s.allow_env,
         "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": s.allow_remote_shutdown,
         "TOOLNEXUS_TOOL_DEADLINE_MS": s.limits.tool_deadline_ms,
+        "TOOLNEXUS_STORE": s.store, "TOOLNEXUS_STORE_PASSWORD_FILE": s.store_password,
     }[name]
 
 
 def test_every_flag_names_its_environment_variable_in_help() -> None:
     for action in serve_parser({})._actions:
-        if action.option_strings and action.dest != "help":
+        if action.option_strings and action.dest not in ("help", "version"):
             assert "env TOOLNEXUS_" in (action.help or ""), action.option_strings
     done = subprocess.run([sys.executable, "-m", "toolnexus_daemon", "serve", "--help"], capture_output=True,
                           text=True, timeout=30)
@@ -94,6 +99,8 @@ def test_every_environment_variable_sets_its_flag(tmp_path: Path, certs: Certs) 
         env = {"TND_SOME_TOKEN": "from-env"}
         if name.startswith("TOOLNEXUS_TLS_"):  # TLS takes a certificate and its key together
             env.update(TOOLNEXUS_TLS_CERT=str(certs.server.cert), TOOLNEXUS_TLS_KEY=str(certs.server.key))
+        if name == "TOOLNEXUS_STORE_PASSWORD_FILE":  # the password belongs to a PostgreSQL store
+            env["TOOLNEXUS_STORE"] = "postgresql://tn@127.0.0.1:5432/tn"
         env[name] = raw
         assert _held(load([], env), name) == expected, name
     assert load([], {"TOOLNEXUS_TOKEN": " tok "}).auth_token == "tok"
