@@ -15,6 +15,9 @@ Variants, their repetitions alternating so a burst of other load hits all:
 
 * ``psycopg_sync`` — what is built: a blocking connection, ``transaction()`` +
   ``pipeline()`` + ``executemany`` per statement (``pg_write._write`` itself);
+* ``psycopg_one_sync`` — the same statements with the pipeline opened outside the
+  transaction, so BEGIN, the statements and COMMIT travel in one round trip
+  (what is built sends BEGIN, then the pipeline, then COMMIT: three);
 * ``psycopg_thread`` — the same called from asyncio through a thread, as the
   daemon's event loop hands a commit to its writer thread;
 * ``psycopg_async`` — psycopg's ``AsyncConnection``, same pipeline;
@@ -50,7 +53,7 @@ from toolnexus_daemon.store.pg_write import SQL, _write
 from .common import log, summary
 from .pg_server import durable_server
 
-VARIANTS = ("psycopg_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
+VARIANTS = ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
             "psycopg_one_statement")
 VALUE = os.urandom(500)
 
@@ -123,6 +126,11 @@ def _committers(conns: dict[str, Any]) -> dict[str, Callable[[Shape], Awaitable[
     async def psycopg_sync(shape: Shape) -> None:
         _write(blocking, [_Item(shape.next_ops())])
 
+    async def psycopg_one_sync(shape: Shape) -> None:
+        with blocking.pipeline(), blocking.transaction(), blocking.cursor() as cur:
+            for sql, rows in shape.next_ops():
+                cur.executemany(sql.encode(), rows)
+
     async def psycopg_thread(shape: Shape) -> None:
         await asyncio.to_thread(_write, blocking, [_Item(shape.next_ops())])
 
@@ -143,7 +151,7 @@ def _committers(conns: dict[str, Any]) -> dict[str, Callable[[Shape], Awaitable[
         args = _one_statement_args(shape.next_ops())
         blocking.execute(ONE_STATEMENT_PSYCOPG, {f"p{i + 1}": a for i, a in enumerate(args)})
 
-    return {"psycopg_one_statement": psycopg_one, "psycopg_sync": psycopg_sync, "psycopg_thread": psycopg_thread, "psycopg_async": psycopg_async,
+    return {"psycopg_one_statement": psycopg_one, "psycopg_sync": psycopg_sync, "psycopg_one_sync": psycopg_one_sync, "psycopg_thread": psycopg_thread, "psycopg_async": psycopg_async,
             "asyncpg": asyncpg_commit, "asyncpg_one_statement": asyncpg_one}
 
 

@@ -190,7 +190,7 @@ def _pg_rows(s: dict[str, Any], row: Any) -> None:
                 "transitions/s")
     pgd = _get(s, "pgd") or {}
     for mode in ("on", "off"):
-        for v in ("psycopg_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
+        for v in ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
                   "psycopg_one_statement"):
             row("P driver commit", f"{v}, synchronous_commit={mode}",
                 _get(pgd, f"synchronous_commit_{mode}", v, "commit_ms"), "ms")
