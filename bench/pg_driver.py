@@ -53,8 +53,8 @@ from toolnexus_daemon.store.pg_write import SQL, _write
 from .common import log, summary
 from .pg_server import durable_server
 
-VARIANTS = ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
-            "psycopg_one_statement")
+VARIANTS = ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg",
+            "asyncpg_one_statement", "psycopg_one_statement")
 VALUE = os.urandom(500)
 
 
@@ -85,11 +85,13 @@ WITH h AS (INSERT INTO tn_handles (rid, hid, value, recover, state, open_kind, s
            VALUES ($1, $2, $3, $4, $5, $6, $7)
            ON CONFLICT (rid, hid) DO UPDATE SET value = EXCLUDED.value, recover = EXCLUDED.recover,
              state = EXCLUDED.state, open_kind = EXCLUDED.open_kind, since = EXCLUDED.since),
-     m AS (INSERT INTO tn_messages (rid, hid, idx, value) SELECT $1, $2, i, v FROM unnest($8::bigint[], $9::bytea[]) AS t(i, v)
+     m AS (INSERT INTO tn_messages (rid, hid, idx, value)
+           SELECT $1, $2, i, v FROM unnest($8::bigint[], $9::bytea[]) AS t(i, v)
            ON CONFLICT (rid, hid, idx) DO UPDATE SET value = EXCLUDED.value),
      c AS (INSERT INTO tn_checkpoints (rid, hid, value) VALUES ($1, $2, $10)
            ON CONFLICT (rid, hid) DO UPDATE SET value = EXCLUDED.value),
-     e AS (INSERT INTO tn_events (rid, seq, value) SELECT $1, s, v FROM unnest($11::bigint[], $12::bytea[]) AS t(s, v)
+     e AS (INSERT INTO tn_events (rid, seq, value)
+           SELECT $1, s, v FROM unnest($11::bigint[], $12::bytea[]) AS t(s, v)
            ON CONFLICT (rid, seq) DO UPDATE SET value = EXCLUDED.value)
 SELECT 1"""
 
@@ -151,7 +153,8 @@ def _committers(conns: dict[str, Any]) -> dict[str, Callable[[Shape], Awaitable[
         args = _one_statement_args(shape.next_ops())
         blocking.execute(ONE_STATEMENT_PSYCOPG, {f"p{i + 1}": a for i, a in enumerate(args)})
 
-    return {"psycopg_one_statement": psycopg_one, "psycopg_sync": psycopg_sync, "psycopg_one_sync": psycopg_one_sync, "psycopg_thread": psycopg_thread, "psycopg_async": psycopg_async,
+    return {"psycopg_one_statement": psycopg_one, "psycopg_sync": psycopg_sync, "psycopg_one_sync": psycopg_one_sync,
+            "psycopg_thread": psycopg_thread, "psycopg_async": psycopg_async,
             "asyncpg": asyncpg_commit, "asyncpg_one_statement": asyncpg_one}
 
 

@@ -7,9 +7,10 @@
 
 Scenarios run in this order so a partial run still answers the main question:
 s1 (cycle, sequential), s4 (floors), s3 (peers), s2 (16 clients), s5 (scale),
-s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL beside
-LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs asyncpg). The JSON is rewritten after each
-scenario; the README table is written at the end (``--no-readme`` skips it).
+s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
+beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
+asyncpg). The JSON is rewritten after each scenario; the README table is written at the
+end (``--no-readme`` skips it).
 """
 
 from __future__ import annotations
