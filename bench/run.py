@@ -7,8 +7,10 @@
 
 Scenarios run in this order so a partial run still answers the main question:
 s1 (cycle, sequential), s4 (floors), s3 (peers), s2 (16 clients), s5 (scale),
-s6 (slow model), tr (issue 4 transitions/s). The JSON is rewritten after each
-scenario; the README table is written at the end (``--no-readme`` skips it).
+s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
+beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
+asyncpg). The JSON is rewritten after each scenario; the README table is written at the
+end (``--no-readme`` skips it).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import report, scale, scenarios
+from . import pg, pg_driver, report, scale, scenarios
 from .common import ROOT, dump, log, machine, now_stamp, workdir
 
-ORDER = ("s1", "s4", "s3", "s2", "s5", "s6", "tr")
+ORDER = ("s1", "s4", "s3", "s2", "s5", "s6", "tr", "pg", "pgd")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +109,10 @@ def run_one(name: str, base: Path, prof: scenarios.Profile, done: dict[str, Any]
         res["no_sync"] = scenarios.scenario6(base, prof, sync=False)
         return res
     per_cycle = done.get("s4", {}).get("anatomy", {}).get("transitions_per_cycle") or 5
+    if name == "pg":
+        return pg.scenario_pg(base, prof, per_cycle)
+    if name == "pgd":
+        return pg_driver.scenario(prof)
     return scenarios.transitions(base, prof, per_cycle)
 
 
