@@ -89,7 +89,8 @@ def test_engine_strings_match_the_doc(doc: str) -> None:
 def serve_flags() -> tuple[list[str], list[str]]:
     """Every flag of ``serve`` and every TOOLNEXUS_* variable its help names."""
     parser = config.serve_parser({})
-    flags = [o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")]
+    no_variable = ("-h", "--help", "-V", "--version")
+    flags = [o for a in parser._actions for o in a.option_strings if o not in no_variable]
     helps = " ".join(a.help or "" for a in parser._actions) + " " + config.ENV_ONLY_HELP
     return flags, sorted(set(re.findall(r"TOOLNEXUS_[A-Z_]+", helps)))
 

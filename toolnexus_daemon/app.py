@@ -146,7 +146,7 @@ def _stop_on_signals() -> asyncio.Event:
 
     def on_signal() -> None:
         if stop.is_set():
-            # safe: every acknowledged change is already committed (DESIGN §5)
+            # safe: every acknowledged change is already committed (docs/protocol.md §5)
             log.warning("second signal during shutdown: exiting now")
             os._exit(1)
         stop.set()

@@ -88,7 +88,7 @@ class Tls:
 class Settings:
     listen: tuple[str, ...] = (DEFAULT_LISTEN,)
     data_dir: Path = Path(DEFAULT_DATA_DIR)
-    # fsync every commit (DESIGN §5); --no-sync trades durability for speed
+    # fsync every commit (docs/protocol.md §5); --no-sync trades durability for speed
     sync: bool = True
     map_size: int = DEFAULT_MAP_SIZE
     # seconds in-flight RPCs get to finish on SIGTERM

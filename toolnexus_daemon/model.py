@@ -2,7 +2,7 @@
 
 Plain frozen-ish dataclasses with ``to_json``/``from_json`` so the store can
 persist them and the API can convert them without either knowing the other.
-The pinned vocabularies of DESIGN.md §2 live here as StrEnums.
+The pinned vocabularies of docs/protocol.md §2 live here as StrEnums.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _copied_value(v: Any) -> Any:
 
 @dataclass(frozen=True)
 class Request:
-    """An out-of-band question a suspended tool waits on (DESIGN §2)."""
+    """An out-of-band question a suspended tool waits on (docs/protocol.md §2)."""
 
     id: str
     kind: str
@@ -108,7 +108,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Answer:
-    """The resolution of a Request, routed by ``id`` (DESIGN §1 point 2)."""
+    """The resolution of a Request, routed by ``id`` (docs/protocol.md §1 point 2)."""
 
     id: str
     ok: bool
@@ -212,7 +212,7 @@ class TaskResult:
 
 @dataclass(frozen=True)
 class Budget:
-    """Per-handle limits; 0 = unset (DESIGN §3)."""
+    """Per-handle limits; 0 = unset (docs/protocol.md §3)."""
 
     max_turns: int = 0
     max_tokens: int = 0
@@ -346,7 +346,7 @@ class LlmConfig:
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    """Runtime-wide settings, defaults from DESIGN §2."""
+    """Runtime-wide settings, defaults from docs/protocol.md §2."""
 
     max_concurrent_turns: int = 8
     inbox_cap: int = 8

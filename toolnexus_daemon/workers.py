@@ -4,7 +4,7 @@ It knows nothing of gRPC: the Connect servicer attaches a ``WorkerSession`` per
 stream, drains its ``outbox`` onto the wire and hands replies back through
 ``deliver``. A call whose worker disconnects goes back to the queue and is
 re-sent, with the same ``call_id``, to another worker or to the next one that
-connects (DESIGN §6). A call that no worker takes within its ``take_timeout``
+connects (docs/protocol.md §6). A call that no worker takes within its ``take_timeout``
 fails with ``NoWorker``.
 """
 

@@ -1,4 +1,4 @@
-"""Store faults with clear outcomes (DESIGN §5), against the real daemon and a real LMDB directory.
+"""Store faults with clear outcomes (docs/protocol.md §5), against the real daemon and a real LMDB directory.
 
 A full map is RESOURCE_EXHAUSTED for that one write, keeps nothing of it,
 leaves reads working, and a restart with a larger ``--map-size`` goes on. A

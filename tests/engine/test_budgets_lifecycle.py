@@ -1,4 +1,4 @@
-"""Budgets, the inbox, interrupt and close, the per-parent wake queue (DESIGN §2, §4)."""
+"""Budgets, the inbox, interrupt and close, the per-parent wake queue (docs/protocol.md §2, §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The single-level loop, durable suspension and resume on the in-memory store (DESIGN §4)."""
+"""The single-level loop, durable suspension and resume on the in-memory store (docs/protocol.md §4)."""
 
 from __future__ import annotations
 

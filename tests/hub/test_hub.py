@@ -1,4 +1,5 @@
-"""The worker hub routes calls to capable workers and re-sends what a lost worker held (DESIGN §6)."""
+"""The worker hub routes calls to capable workers and re-sends what a lost worker held
+(docs/protocol.md §6)."""
 
 from __future__ import annotations
 

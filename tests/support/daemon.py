@@ -1,4 +1,4 @@
-"""Start the real daemon as a subprocess for tests (DESIGN §8).
+"""Start the real daemon as a subprocess for tests (docs/protocol.md §8).
 
 The daemon logs JSON lines to stderr; once it is serving it logs
 ``{"msg": "serving", "addresses": [...]}`` with the bound addresses (port 0

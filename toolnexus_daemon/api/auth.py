@@ -1,4 +1,4 @@
-"""Optional bearer-token authentication of every AgentRuntime and reflection call (DESIGN §7).
+"""Optional bearer-token authentication of every AgentRuntime and reflection call (docs/protocol.md §7).
 
 When the daemon is started with a token, a call must carry
 ``authorization: Bearer <token>`` or it ends UNAUTHENTICATED before reaching

@@ -2,7 +2,7 @@
 
 Split from ``api.convert`` because converting a registry is also checking
 it: an unknown tool source or LLM style cannot become a domain value, so it is
-collected as a problem here. ``New`` must name every problem at once (DESIGN
+collected as a problem here. ``New`` must name every problem at once (docs/protocol.md
 §3), so when this layer finds any, the engine's own registry checks run on
 the rest and one INVALID_ARGUMENT lists them all.
 """
@@ -63,7 +63,7 @@ def spawn_budget(msg: pb.SpawnRequest) -> Budget | None:
 
 
 def options_from(msg: pb.RuntimeOptions, default_retention: int = 0) -> RuntimeOptions:
-    """Runtime options; a 0 field takes the default of DESIGN §2 (event retention: the daemon's)."""
+    """Runtime options; a 0 field takes the default of docs/protocol.md §2 (event retention: the daemon's)."""
     return RuntimeOptions.from_json({
         "max_concurrent_turns": msg.max_concurrent_turns, "inbox_cap": msg.inbox_cap,
         "close_grace_ms": msg.close_grace_ms, "tool_timeout_ms": msg.tool_timeout_ms,

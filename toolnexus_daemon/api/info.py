@@ -16,8 +16,8 @@ from ..engine.engine import Engine
 from ..model import RuntimeOptions
 from ._gen import runtime_pb2 as pb
 
-# DESIGN §2 defaults the engine applies that RuntimeOptions does not carry
-DESIGN_LIMITS = {"max_depth": 3, "max_children": 8, "llm_retries": 3, "llm_timeout_ms": 60_000}
+# docs/protocol.md §2 defaults the engine applies that RuntimeOptions does not carry
+ENGINE_DEFAULTS = {"max_depth": 3, "max_children": 8, "llm_retries": 3, "llm_timeout_ms": 60_000}
 
 
 @dataclass
@@ -34,7 +34,7 @@ def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | 
     if options is None:
         options = RuntimeOptions(event_retention=facts.limits.event_retention)
     store = engine.store.info()
-    limits = {**DESIGN_LIMITS, **facts.limits.as_dict(), **_option_limits(options),
+    limits = {**ENGINE_DEFAULTS, **facts.limits.as_dict(), **_option_limits(options),
               "store_map_size_bytes": store.map_size_bytes}
     return pb.InfoResponse(version=__version__, store_path=store.path, store_size_bytes=store.size_bytes,
                            limits=limits, runtimes=len(engine.runtimes()),

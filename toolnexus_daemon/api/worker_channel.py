@@ -1,4 +1,4 @@
-"""The ``Connect`` stream: one app worker, bridged to the daemon's ``WorkerHub`` (DESIGN §6).
+"""The ``Connect`` stream: one app worker, bridged to the daemon's ``WorkerHub`` (docs/protocol.md §6).
 
 The first message must be ``hello``; it names a runtime (which must exist and
 accept the caller's runtime key) and what the worker serves. The session is

@@ -3,7 +3,7 @@
 It shows the suspension round trip end to end without an app: the first call
 (no answer) suspends with an ``approval`` request; a call carrying an ``ok``
 answer performs the action; a declined answer asks again, which the daemon
-resolves as ``declined/expired: approve?`` (DESIGN §4, Resume).
+resolves as ``declined/expired: approve?`` (docs/protocol.md §4, Resume).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible HTTP server on loopback, for tests and ``dev-model``.
 
-DESIGN §8 wants the model reached over real HTTP in tests, so this is a real
+docs/protocol.md §8 wants the model reached over real HTTP in tests, so this is a real
 server (stdlib ``ThreadingHTTPServer`` on a background thread), not a fake
 transport. ``POST /v1/chat/completions`` answers from a FIFO of pushed
 replies, then from a script; ``POST /v1/messages`` does the same for the

@@ -1,4 +1,4 @@
-"""Budgets: carved at spawn, checked up the ancestor chain before every turn and spawn (DESIGN §4).
+"""Budgets: carved at spawn, checked up the ancestor chain before every turn and spawn (docs/protocol.md §4).
 
 A refusal is a value, never a crash: at spawn it is a FAILED_PRECONDITION
 naming the limit; before a turn it settles the handle ``incomplete`` with the

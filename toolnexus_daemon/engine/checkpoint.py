@@ -1,4 +1,4 @@
-"""The step checkpoint of a handle's open turn (DESIGN §1 point 1, §4 Resume).
+"""The step checkpoint of a handle's open turn (docs/protocol.md §1 point 1, §4 Resume).
 
 A checkpoint exists while a turn is open (``running`` or ``suspended``). It
 records where the turn stands: its input, how many model round trips it has

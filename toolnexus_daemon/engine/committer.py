@@ -1,4 +1,4 @@
-"""The commits of one runtime: in order, gapless seqs, grouped while the disk is busy (DESIGN §5).
+"""The commits of one runtime: in order, gapless seqs, grouped while the disk is busy (docs/protocol.md §5).
 
 Every state change, its checkpoint and its events land in one store
 transaction, and events are numbered and published in commit order. Changes

@@ -1,4 +1,4 @@
-"""Ending turns from outside: Interrupt, Close and runtime Shutdown (DESIGN §3).
+"""Ending turns from outside: Interrupt, Close and runtime Shutdown (docs/protocol.md §3).
 
 An interrupted turn is abandoned whole: its open messages are dropped, its
 drained inbox items go back to the inbox, and its checkpoint is deleted, so

@@ -1,4 +1,4 @@
-"""The trace lines of DESIGN §2, one function per pinned format (arrows are U+2192)."""
+"""The trace lines of docs/protocol.md §2, one function per pinned format (arrows are U+2192)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Validation of a runtime's registry, LLM config and options.
 
-``New`` must name every problem at once (DESIGN §3), so each check appends to
+``New`` must name every problem at once (docs/protocol.md §3), so each check appends to
 a list instead of raising at the first one.
 """
 

@@ -1,4 +1,4 @@
-"""Routing and accepting an Answer (DESIGN §1 point 2, §4 Resume).
+"""Routing and accepting an Answer (docs/protocol.md §1 point 2, §4 Resume).
 
 An answer is routed by ``answer.id`` through the request index to the leaf
 that suspended — never to "whatever is suspended". Accepting it is one

@@ -294,7 +294,7 @@ class Runtime:
         return fut
 
     async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False) -> ResumeOutcome:
-        """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (DESIGN §4)."""
+        """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4)."""
         async with self._resume_lock:
             await self._committer.barrier()  # a suspension still being committed is found, not NOT_FOUND
             accepted, change = resume_mod.accept(self, answer, handle_id)
@@ -327,7 +327,7 @@ class Runtime:
 
     async def post(self, handle_id: str, item: InboxItem) -> int:
         """Append an inbox item and return its 1-based place in the inbox; a full inbox rejects at
-        once (DESIGN §4 Inbox)."""
+        once (docs/protocol.md §4 Inbox)."""
         h = self.handle(handle_id)
         if h.state is HandleState.CLOSED:
             raise FailedPrecondition(f"inbox closed: {h.id}")
@@ -365,7 +365,7 @@ class Runtime:
         return await task_mod.run_task(self, parent, call)
 
     def publish_text(self, h: Handle, delta: str) -> None:
-        """A streamed model delta: live only, never stored, so it takes no seq (DESIGN §3)."""
+        """A streamed model delta: live only, never stored, so it takes no seq (docs/protocol.md §3)."""
         self.bus.publish([Event(seq=0, runtime_id=self.id, handle=h.id, type=EventType.TEXT,
                                 at=rfc3339(self.deps.clock.now()), data={"delta": delta})])
 

@@ -1,4 +1,4 @@
-"""One step of a turn: the tool calls the model asked for (DESIGN §4 The loop, Suspension, Resume).
+"""One step of a turn: the tool calls the model asked for (docs/protocol.md §4 The loop, Suspension, Resume).
 
 Every call of the step runs concurrently; each result is committed to the
 step checkpoint as it arrives, so a crash re-runs only the calls that had no
@@ -132,7 +132,7 @@ async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, 
 
 
 def _resolve_repeat(again: Request, before: Request, ok: bool, in_a_row: int) -> ToolResult:
-    """A re-invoked call that suspends again (DESIGN §4 Resume): the same request id is resolved
+    """A re-invoked call that suspends again (docs/protocol.md §4 Resume): the same request id is resolved
     (``unresolved`` after an ok, ``declined/expired`` after a decline); a different one is a new
     durable suspension of the same call (chained approvals), up to ``MAX_CHAINED`` in a row."""
     if again.id == before.id:
@@ -151,7 +151,7 @@ def _source(rt: Runtime, h: Handle, call: Call) -> str:
 
 
 def is_task_call(rt: Runtime, h: Handle, call: Call) -> bool:
-    """The built-in ``task`` tool exists only for agents with a team (DESIGN §2)."""
+    """The built-in ``task`` tool exists only for agents with a team (docs/protocol.md §2)."""
     return call.name == TASK_TOOL and bool(rt.agent_of(h).team)
 
 

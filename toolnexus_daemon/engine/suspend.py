@@ -1,4 +1,4 @@
-"""Durable suspension: a tool asked for an out-of-band answer (DESIGN §4 Suspension).
+"""Durable suspension: a tool asked for an out-of-band answer (docs/protocol.md §4 Suspension).
 
 The handle goes ``suspended`` with its step checkpoint kept; nothing of the
 turn joins the transcript. The request-id index records the *leaf* that

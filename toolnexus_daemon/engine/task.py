@@ -1,4 +1,4 @@
-"""The built-in ``task`` tool: spawn, wake, wait and close a team member, fused (DESIGN §2, §4).
+"""The built-in ``task`` tool: spawn, wake, wait and close a team member, fused (docs/protocol.md §2, §4).
 
 Reattachment is what makes nested resume safe: a parent re-running its
 ``task`` call (after a resume cascade or a crash) finds the child it already

@@ -1,4 +1,4 @@
-"""The turn loop of one handle: model call, tool calls, checkpoint, repeat (DESIGN §4).
+"""The turn loop of one handle: model call, tool calls, checkpoint, repeat (docs/protocol.md §4).
 
 The loop is driven by the handle's checkpoint, which is why a resumed or
 recovered turn simply runs it again: with no open step it asks the model;
@@ -117,7 +117,7 @@ def _request_body(rt: Runtime, h: Handle) -> JSON:
     if tools:
         body["tools"] = tools
     else:
-        body.pop("tool_choice", None)  # DESIGN §4: omitted when there are no tools
+        body.pop("tool_choice", None)  # docs/protocol.md §4: omitted when there are no tools
     return body
 
 

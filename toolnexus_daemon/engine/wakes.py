@@ -1,4 +1,4 @@
-"""Spawning handles and waking them, with the per-parent running-child slots (DESIGN §3, §4).
+"""Spawning handles and waking them, with the per-parent running-child slots (docs/protocol.md §3, §4).
 
 A wake is durable before it returns. When a (non-root) parent already has
 ``maxConcurrent`` running children, the wake is queued FIFO on the parent's

@@ -1,4 +1,4 @@
-"""The resumable event stream of one runtime (DESIGN §3 ``Watch``).
+"""The resumable event stream of one runtime (docs/protocol.md §3 ``Watch``).
 
 A watcher subscribes to the live bus *before* it replays the store, so no
 event can fall between the replay and the live tail; live events it already

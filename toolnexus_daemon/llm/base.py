@@ -1,7 +1,7 @@
 """The model-transport protocol the engine calls.
 
 The engine speaks one internal message form, OpenAI-shaped chat messages
-(DESIGN §4). A transport turns a ``ModelRequest`` into a ``ModelReply`` or
+(docs/protocol.md §4). A transport turns a ``ModelRequest`` into a ``ModelReply`` or
 raises ``ModelError`` once its retries are spent; the engine settles the turn
 with status ``error`` and the message.
 """

@@ -1,7 +1,7 @@
 """The ``worker`` model transport: each model call is relayed to the app over ``Connect``.
 
 This is how in-process models and the reference mock transport plug in
-(DESIGN §3): the daemon sends the OpenAI-shaped request body as an
+(docs/protocol.md §3): the daemon sends the OpenAI-shaped request body as an
 ``LlmCall`` through the worker hub and reads the worker's ``LlmReply``
 (``{"status", "body", "error"}``) back as a chat-completions response. Retries
 are the worker's business; a failed reply settles the turn with ``error``.

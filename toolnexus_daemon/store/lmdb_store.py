@@ -1,4 +1,4 @@
-"""The durable store: one LMDB environment per data directory (DESIGN §5).
+"""The durable store: one LMDB environment per data directory (docs/protocol.md §5).
 
 Owns the environment, its named tables (see ``codec`` for keys and the value
 envelope), the data-directory lock and the writer thread. Commits run on one

@@ -1,7 +1,7 @@
 """The tool-executor protocol the engine calls, one implementation per ToolDef source.
 
 An executor never raises for a tool's own failure: a failed call is a
-ToolResult with ``is_error`` (DESIGN: failures cross boundaries as values).
+ToolResult with ``is_error`` (docs/protocol.md: failures cross boundaries as values).
 """
 
 from __future__ import annotations

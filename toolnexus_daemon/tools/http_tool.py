@@ -1,6 +1,6 @@
 """Executor for ``http`` tools: a plain REST endpoint called with the tool's arguments.
 
-DESIGN §3: ``{placeholder}`` segments of ``http.url`` are filled from the
+docs/protocol.md §3: ``{placeholder}`` segments of ``http.url`` are filled from the
 arguments (URL-quoted) and those arguments are used up; arguments named in
 ``http.query`` go as query parameters; the rest go as a JSON body for methods
 that carry one, else as query parameters. Header values get ``${ENV}``

@@ -3,7 +3,7 @@
 The worker hub picks a connected worker that serves the tool, re-sends the
 call (same ``call_id``) if that worker disconnects, and gives up when no
 worker takes it within the runtime's tool timeout; that becomes an error
-result naming the tool, which the model reads (DESIGN §6), never a crash.
+result naming the tool, which the model reads (docs/protocol.md §6), never a crash.
 """
 
 from __future__ import annotations

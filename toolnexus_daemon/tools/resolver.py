@@ -1,4 +1,5 @@
-"""The ``Resolver`` served by the app's ``Connect`` workers that said ``resolver=true`` (DESIGN §6)."""
+"""The ``Resolver`` served by the app's ``Connect`` workers that said ``resolver=true``
+(docs/protocol.md §6)."""
 
 from __future__ import annotations
 

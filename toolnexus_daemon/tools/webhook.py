@@ -1,4 +1,4 @@
-"""Executor for ``webhook`` tools: the HTTP twin of a worker (DESIGN §3).
+"""Executor for ``webhook`` tools: the HTTP twin of a worker (docs/protocol.md §3).
 
 The daemon POSTs ``{"call_id", "runtime_id", "handle", "tool", "arguments",
 "answer"}`` and reads back a ToolResult ``{"output", "is_error", "metadata",

@@ -1,4 +1,4 @@
-// What a worker does with each call the daemon sends (DESIGN §6): ToolCall → ToolOutcome,
+// What a worker does with each call the daemon sends (docs/protocol.md §6): ToolCall → ToolOutcome,
 // LlmCall → LlmReply, Resolve → ResolveReply; the coercion of whatever user code returns into
 // those replies; and deduplication by call_id: the daemon redelivers a call (same id) when the
 // stream that held it broke, so the dispatcher keeps a bounded map call_id → reply promise and

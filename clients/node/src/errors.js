@@ -1,6 +1,6 @@
 // Every gRPC failure surfaces as a ToolnexusError subclass chosen by its status code:
 // `err.code` is the code's name ('NOT_FOUND'), `err.status` its number (5), and
-// `err.message` the daemon's details unchanged, so callers can match the pinned DESIGN strings.
+// `err.message` the daemon's details unchanged, so callers can match the pinned strings of docs/protocol.md §2.
 import grpc from '@grpc/grpc-js';
 
 const NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, number]) => [number, name]));

@@ -6,7 +6,7 @@ import type { ChannelCredentials, ChannelOptions, Metadata } from '@grpc/grpc-js
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
 
-/** The state of a handle (DESIGN §2). */
+/** The state of a handle (docs/protocol.md §2). */
 export declare const HandleState: {
   readonly IDLE: 'idle';
   readonly RUNNING: 'running';
@@ -315,7 +315,7 @@ export interface LlmConfig {
   maxTokens?: number;
 }
 
-/** RuntimeOptions; 0 = the default of DESIGN §2. snake_case keys are accepted too. */
+/** RuntimeOptions; 0 = the default of docs/protocol.md §2. snake_case keys are accepted too. */
 export interface RuntimeOptions {
   maxConcurrentTurns?: number;
   inboxCap?: number;

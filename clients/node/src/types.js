@@ -1,9 +1,9 @@
 // The plain values the client hands to, and receives from, application code. Everything is a
 // plain object with camelCase keys; only ToolResult is a class (so a tool can return one and
-// the worker can tell it from a JSON object). The pinned vocabularies of DESIGN §2 are frozen
+// the worker can tell it from a JSON object). The pinned vocabularies of docs/protocol.md §2 are frozen
 // string maps; fields stay plain strings so a value the daemon adds later still passes through.
 
-/** The state of a handle (DESIGN §2). */
+/** The state of a handle (docs/protocol.md §2). */
 export const HandleState = Object.freeze({
   IDLE: 'idle',
   RUNNING: 'running',

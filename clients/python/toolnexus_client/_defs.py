@@ -83,7 +83,7 @@ class Tool:
 
 @dataclass(frozen=True)
 class Budget:
-    """Per-handle limits; 0 = unset (DESIGN §3)."""
+    """Per-handle limits; 0 = unset (docs/protocol.md §3)."""
 
     max_turns: int = 0
     max_tokens: int = 0

@@ -1,6 +1,6 @@
 """What a worker does with each call the daemon sends: run it, and build the reply.
 
-Owns the three call kinds of DESIGN §6 (ToolCall → ToolOutcome, LlmCall →
+Owns the three call kinds of docs/protocol.md §6 (ToolCall → ToolOutcome, LlmCall →
 LlmReply, Resolve → ResolveReply), the coercion of whatever user code returns
 into those replies, and the deduplication by ``call_id``: the daemon redelivers
 a call (same id) when the stream that held it broke, so the dispatcher keeps a

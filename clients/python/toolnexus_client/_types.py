@@ -2,7 +2,7 @@
 
 Frozen dataclasses, no protobuf: ``_convert`` is the only module that turns
 them into messages and back, so application code (and tool callables) never
-touch generated classes. The pinned vocabularies of DESIGN §2 are StrEnums;
+touch generated classes. The pinned vocabularies of docs/protocol.md §2 are StrEnums;
 fields stay ``str`` so a value the daemon adds later still round-trips.
 """
 
@@ -17,7 +17,7 @@ JSON = dict[str, Any]
 
 
 class HandleState(StrEnum):
-    """The state of a handle (DESIGN §2)."""
+    """The state of a handle (docs/protocol.md §2)."""
 
     IDLE = "idle"
     RUNNING = "running"

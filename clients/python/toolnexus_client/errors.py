@@ -3,7 +3,7 @@
 Translated once, at the edge (``from_rpc_error``), with ``raise ... from`` so
 the original ``grpc.RpcError`` stays reachable as ``__cause__``. ``code`` is
 the status code's name (``"NOT_FOUND"``), ``message`` the daemon's details,
-unchanged, so callers can match on the pinned DESIGN strings.
+unchanged, so callers can match on the pinned strings of docs/protocol.md §2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// Start the real daemon as a subprocess for tests (DESIGN §8): `python -m toolnexus_daemon serve`
+// Start the real daemon as a subprocess for tests (docs/protocol.md §8): `python -m toolnexus_daemon serve`
 // on 127.0.0.1 with a real LMDB data directory. The daemon logs JSON lines on stderr; once it
 // serves it logs {"msg": "serving", "addresses": [...]} with the bound addresses, which is how
 // we learn where to connect. The python is $TOOLNEXUS_PYTHON, else the repository's .venv.
