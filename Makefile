@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./var/toolnexus
 
-.PHONY: venv venv-runtime proto proto-check run test test-fast lint typecheck check demo dev-model fuzz bench bench-quick clean chaos
+.PHONY: venv venv-runtime proto proto-check run test test-fast test-all test-pg lint typecheck check demo dev-model fuzz bench bench-quick clean chaos chaos-pg
 
 venv: $(STAMP)
 venv-runtime: $(RUN_STAMP)
@@ -34,8 +34,24 @@ run: $(RUN_STAMP)
 dev-model: $(RUN_STAMP)
 	$(BIN)/python -m toolnexus_daemon dev-model --listen 127.0.0.1:8099
 
+# The daemon suites run on LMDB; then a subset again with every daemon's state in PostgreSQL
+# (TOOLNEXUS_TEST_STORE=postgres: a database per daemon on one embedded server per run). The store
+# contract suite and tests/store/test_pg.py run on PostgreSQL in the first pass already.
+PG_SUITES := tests/e2e/test_crash_reattach.py tests/e2e/test_chained.py tests/e2e/test_scenarios.py \
+	tests/api/test_suspend_resume.py tests/api/test_watch.py tests/api/test_edge_faults.py tests/faults
+PG_ALL := tests/e2e tests/api tests/client tests/fuzz tests/faults tests/ops
+
 test: proto-check lint typecheck node-test
 	$(BIN)/pytest -q
+	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(PG_SUITES)
+
+# the whole matrix: every daemon suite on both durable stores (LMDB-only tests skip on PostgreSQL)
+test-all: proto-check lint typecheck node-test
+	$(BIN)/pytest -q
+	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(PG_ALL)
+
+test-pg: $(STAMP)
+	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(PG_ALL)
 
 # ruff, and the import contracts of pyproject.toml (the layers docs/architecture.md describes)
 lint: $(STAMP)
@@ -75,7 +91,11 @@ bench-quick: $(BENCH_STAMP)
 
 # the long fault-injection run: ~200 kill -9s, prints the figures; CI runs tests/faults (~10)
 chaos: $(STAMP)
-	$(BIN)/python scripts/chaos.py
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+
+# the same run with the daemon's state in PostgreSQL (a server of the run's own)
+chaos-pg: $(STAMP)
+	$(BIN)/python scripts/chaos.py --store postgresql $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV).lock var .pytest_cache .mypy_cache .ruff_cache

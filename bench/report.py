@@ -87,6 +87,7 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"synced 1: {_get(tr, 'synced_1', 'median')}/s, 64: {_get(tr, 'synced_64', 'median')}/s; "
         f"synced/no-sync at 64: {tr.get('synced_over_no_sync_64')}")
     _pg_goals(s, add)
+    _pg_scale_goal(s, add)
     return out
 
 
@@ -105,6 +106,14 @@ def _pg_goals(s: dict[str, Any], add: Any) -> None:
             None if r is None else r < 1.0,
             f"daemon {pg_ms} ms vs LangGraph {_get(pg, 'langgraph_pg', mode, 'latency_ms', 'median')} ms "
             f"({_get(pg, 'langgraph_pg', mode, 'write_txns_per_cycle')} write transactions per cycle)")
+
+
+def _pg_scale_goal(s: dict[str, Any], add: Any) -> None:
+    """Issue 16: a daemon with the largest level parked in PostgreSQL serves again well under a second."""
+    sm = _get(s, "pgs", "summary") or {}
+    t = sm.get("restart_to_serving_s")
+    add(f"P3 restart to SERVING with {sm.get('parked')} parked in PostgreSQL < 1 s", t, "< 1 s",
+        None if t is None else t < 1.0, f"RSS after the restart {sm.get('rss_after_restart_mib')} MiB")
 
 
 def _fmt(summary: dict[str, Any] | None) -> tuple[str, str]:

@@ -9,8 +9,9 @@ Scenarios run in this order so a partial run still answers the main question:
 s1 (cycle, sequential), s4 (floors), s3 (peers), s2 (16 clients), s5 (scale),
 s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
 beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
-asyncpg). The JSON is rewritten after each scenario; the README table is written at the
-end (``--no-readme`` skips it).
+asyncpg), pgs (issue 16: restart and cycle with the s5 levels parked in
+PostgreSQL). The JSON is rewritten after each scenario; the README table is
+written at the end (``--no-readme`` skips it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from . import pg, pg_driver, report, scale, scenarios
 from .common import ROOT, dump, log, machine, now_stamp, workdir
 
-ORDER = ("s1", "s4", "s3", "s2", "s5", "s6", "tr", "pg", "pgd")
+ORDER = ("s1", "s4", "s3", "s2", "s5", "s6", "tr", "pg", "pgd", "pgs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +114,8 @@ def run_one(name: str, base: Path, prof: scenarios.Profile, done: dict[str, Any]
         return pg.scenario_pg(base, prof, per_cycle)
     if name == "pgd":
         return pg_driver.scenario(prof)
+    if name == "pgs":
+        return scale.scenario_pg_scale(base, prof)
     return scenarios.transitions(base, prof, per_cycle)
 
 

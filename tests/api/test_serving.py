@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import grpc
+import pytest
 from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
@@ -44,7 +45,10 @@ def test_info_reports_version_store_and_limits(stub: pb_grpc.AgentRuntimeStub, d
     """Info names the store path and the limits in force."""
     info = stub.Info(pb.InfoRequest(), timeout=5)
     assert info.version
-    assert Path(info.store_path).resolve() == daemon.data_dir.resolve()
+    if daemon.store_dsn:  # PostgreSQL: the DSN (no password in tests' DSNs, so nothing to redact)
+        assert info.store_path == daemon.store_dsn
+    else:
+        assert Path(info.store_path).resolve() == daemon.data_dir.resolve()
     assert info.store_size_bytes > 0
     assert info.format_version
     assert info.limits["max_turns"] == 6
@@ -82,6 +86,7 @@ def test_unix_socket_in_a_missing_directory_fails_clearly(tmp_path: Path) -> Non
     assert "/nonexistent-dir-xyz does not exist" in proc.stderr
 
 
+@pytest.mark.lmdb_only
 def test_a_second_daemon_on_the_same_data_dir_exits_naming_the_holder(daemon: DaemonProcess) -> None:
     """The data directory is locked: the second daemon says who holds it and exits non-zero."""
     proc = _run_serve(daemon.data_dir)

@@ -27,6 +27,8 @@ from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.devtools import ScriptedModelServer
 from toolnexus_daemon.store.codec import FORMAT_VERSION, META_FORMAT_KEY, Table, pair_key
 
+pytestmark = pytest.mark.lmdb_only  # damages, fills or locks LMDB files on purpose
+
 TALKER = pb.AgentDef(name="talker", does="answers", soul="You answer briefly.")
 
 

@@ -8,6 +8,7 @@ NOT_SERVING; it is started again and the daemon serves by itself, nothing lost.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -83,8 +84,15 @@ def test_database_outage_is_unavailable_then_heals(pg_daemon: DaemonProcess, pg_
                                                    model_server: ScriptedModelServer) -> None:
     """Server stopped: health NOT_SERVING, RPCs UNAVAILABLE naming the database; started: serves again."""
     rt = connect(pg_daemon.target, "openai", model_server.url)
+    seen: list[int] = []
     try:
         handle, request_id = suspend(rt)
+        watcher = threading.Thread(target=_follow, args=(rt, seen), daemon=True)
+        watcher.start()
+        deadline = time.monotonic() + 10
+        while not seen:  # the watcher has replayed what is stored before the server goes away
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         pg_server.stop()
         try:
             with pytest.raises(ToolnexusError) as refused:
@@ -104,5 +112,41 @@ def test_database_outage_is_unavailable_then_heals(pg_daemon: DaemonProcess, pg_
         resumed = rt.resume({"id": request_id, "ok": True})
         assert resumed.result is not None and resumed.result.text == "action performed"
         assert [h.id for h in rt.list()] == [handle]  # the refused spawn left nothing behind
+        # the watcher lived through the outage (re-opening from its last seq when its stream ended):
+        # every event once, in order, up to the end of the resumed turn
+        watcher.join(20)
+        assert not watcher.is_alive(), seen
+        assert seen == list(range(1, len(seen) + 1)) and len(seen) > 3
     finally:
         rt.detach()
+
+
+def _follow(rt: Runtime, seen: list[int]) -> None:
+    """Watch from the start until the handle goes idle; a stream the outage ends is re-opened after
+    the last seq received, as a client that resumes a Watch does."""
+    for _ in range(200):  # bounded: each round is one stream, ended by the outage or by the idle
+        stream = rt.watch(after_seq=seen[-1] if seen else 0)
+        try:
+            for event in stream:
+                seen.append(event.seq)
+                if event.type == "transition" and event.to_state == "idle":
+                    return
+        except ToolnexusError:
+            time.sleep(0.2)
+        finally:
+            stream.cancel()
+
+
+def test_a_second_daemon_on_the_same_database_exits_naming_the_holder(pg_daemon: DaemonProcess,
+                                                                      tmp_path: Path) -> None:
+    """Before: both daemons recovered and served the same runtimes, interleaving their commits."""
+    assert pg_daemon.store_dsn
+    second = DaemonProcess(tmp_path / "other", "--store", pg_daemon.store_dsn)
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        second.start(timeout=40)
+    assert pg_daemon.proc is not None
+    assert f"is in use by another toolnexus-daemon (toolnexus-daemon pid={pg_daemon.proc.pid}" in second.logs()
+    assert health(pg_daemon.target) == health_pb2.HealthCheckResponse.SERVING  # the first one serves on
+    pg_daemon.kill9()
+    pg_daemon.start()  # the killed holder's session ends with it: its own restart is not refused
+    assert health(pg_daemon.target) == health_pb2.HealthCheckResponse.SERVING

@@ -95,7 +95,7 @@ def run_chaos(cfg: ChaosConfig) -> ChaosReport:
                                 options={"tool_timeout_ms": 600_000}) for _ in range(cfg.runtimes)]
         for rt in runtimes:
             teardown.callback(rt.detach)
-        rig = Rig(cfg, daemon, model, ledger, CommitTracker(daemon.data_dir, [r.id for r in runtimes]),
+        rig = Rig(cfg, daemon, model, ledger, CommitTracker(daemon, [r.id for r in runtimes]),
                   runtimes, generation=generation, launches=[launched])
         teardown.callback(_write_lane_logs, rig, cfg.work_dir / "lanes.log")
         for i, rt in enumerate(runtimes):
@@ -159,7 +159,7 @@ def _kill_once(rig: Rig, index: int, rng: random.Random, resumed: threading.Even
     rig.kill_modes[mode] += 1
     killed_at = _clock()
     rig.daemon.kill9()
-    if rig.cfg.keep_copies:
+    if rig.cfg.keep_copies and not rig.daemon.store_dsn:  # LMDB files; a database is left as it is
         shutil.copytree(rig.daemon.data_dir, rig.cfg.work_dir / "kills" / str(index))
     rig.tracker.after_kill(index)
     rig.generation[0] += 1

@@ -7,24 +7,35 @@ result was committed, and for every handle, how many model replies were
 committed by then. A call or a model request issued by a *later* daemon for
 something already committed is a re-execution the design forbids.
 ``read_store`` takes the final picture (events, handles, transcripts) once
-the daemon has stopped. Both go through ``LmdbStore``, the daemon's own
-reader, which also takes the directory lock: a daemon still alive would make
-them fail loudly instead of reading a moving store.
+the daemon has stopped. Both go through the daemon's own store reader:
+``LmdbStore``, which also takes the directory lock (a daemon still alive would
+make them fail loudly instead of reading a moving store), or ``PgStore`` when
+the daemon keeps its state in PostgreSQL (TOOLNEXUS_TEST_STORE=postgres).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from tests.support.daemon import DaemonProcess
 from toolnexus_daemon.model import JSON, Event, EventType
 from toolnexus_daemon.store import LmdbStore
+from toolnexus_daemon.store.base import Store
 
 PAGE = 5000
 
 
-def all_events(store: LmdbStore, rid: str, after: int = 0) -> list[Event]:
+def open_daemon_store(daemon: DaemonProcess) -> Store:
+    """The store the (stopped or killed) daemon wrote, opened with the daemon's own code."""
+    if daemon.store_dsn:
+        from toolnexus_daemon.store.pg_store import PgStore
+
+        return PgStore(daemon.store_dsn)
+    return LmdbStore(daemon.data_dir)
+
+
+def all_events(store: Store, rid: str, after: int = 0) -> list[Event]:
     out: list[Event] = []
     while True:
         page = store.events(rid, after_seq=after, limit=PAGE)
@@ -36,7 +47,7 @@ def all_events(store: LmdbStore, rid: str, after: int = 0) -> list[Event]:
 
 @dataclass
 class CommitTracker:
-    data_dir: Path
+    daemon: DaemonProcess
     runtime_ids: list[str]
     # call_id -> index of the first kill by which its result was committed
     tool_done_at: dict[str, int] = field(default_factory=dict)
@@ -48,7 +59,7 @@ class CommitTracker:
     _model_calls: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
     def after_kill(self, kill: int) -> None:
-        store = LmdbStore(self.data_dir)
+        store = open_daemon_store(self.daemon)
         try:
             for rid in self.runtime_ids:
                 for event in all_events(store, rid, self._read.get(rid, 0)):
@@ -75,8 +86,8 @@ class StoreView:
     messages: dict[tuple[str, str], list[JSON]]
 
 
-def read_store(data_dir: Path, runtime_ids: list[str]) -> StoreView:
-    store = LmdbStore(data_dir)
+def read_store(daemon: DaemonProcess, runtime_ids: list[str]) -> StoreView:
+    store = open_daemon_store(daemon)
     try:
         events = {rid: all_events(store, rid) for rid in runtime_ids}
         handles = {rid: {h["id"]: h for h in store.handles(rid)} for rid in runtime_ids}

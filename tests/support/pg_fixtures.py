@@ -5,6 +5,7 @@ Import them into a ``conftest.py`` (``from tests.support.pg_fixtures import pg_s
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,7 @@ def shared_server() -> PgServer:
     global _server
     if _server is None:
         _server = PgServer()
+        atexit.register(_server.destroy)  # a run outside pytest (make chaos) leaves no server behind
         _server.start()
     return _server
 

@@ -16,6 +16,8 @@ Once a probe connects, the link is up again and the callbacks fire with ``True``
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -49,6 +51,9 @@ class Link:
         self.last_error = ""
         # bumped by every outage: a connection opened before one is not reused after it
         self.generation = 0
+        # run by the reconnect prober before the link counts as up again (the owner lock is taken
+        # there); a StoreError it raises keeps the link down and the prober trying
+        self.before_up: Callable[[], None] | None = None
 
     @property
     def name(self) -> str:
@@ -70,10 +75,17 @@ class Link:
         except psycopg.Error as exc:
             raise self.failed(exc) from exc
 
+    def open_session(self) -> psycopg.Connection[tuple[object, ...]]:
+        """A new autocommit connection even while the link is down (the prober's own checks)."""
+        try:
+            return self._open(True)
+        except psycopg.Error as exc:
+            raise self.failed(exc) from exc
+
     def _open(self, autocommit: bool) -> psycopg.Connection[tuple[object, ...]]:
         kwargs: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1,
                                      "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-                                     "application_name": "toolnexus-daemon"}
+                                     "application_name": application_name()}
         if self._password is not None:
             kwargs["password"] = self._password
         conn = psycopg.connect(self.dsn, autocommit=True, **kwargs)  # type: ignore[arg-type]
@@ -116,7 +128,9 @@ class Link:
             try:
                 with self._open(autocommit=True) as conn:
                     conn.execute("SELECT 1")
-            except psycopg.Error as exc:
+                if self.before_up is not None:
+                    self.before_up()
+            except (psycopg.Error, StoreError) as exc:
                 self.last_error = _first_line(exc)
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
@@ -137,6 +151,12 @@ class Link:
 
     def close(self) -> None:
         self._closed = True
+
+
+def application_name() -> str:
+    """How the daemon's sessions appear in ``pg_stat_activity`` (63 bytes at most, as PostgreSQL keeps):
+    enough to find the holder of a database (``pg_owner``)."""
+    return f"toolnexus-daemon pid={os.getpid()} host={socket.gethostname()}"[:63]
 
 
 def is_connection_error(exc: BaseException) -> bool:

@@ -30,6 +30,7 @@ from .codec import FORMAT_VERSION, Table
 from .lmdb_store import GROUP_WINDOW_S, MAX_GROUP
 from .lmdb_write import WriterStats
 from .pg_link import Link, OneConnection
+from .pg_owner import OwnerLock
 from .pg_write import PgWriter, prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
@@ -44,12 +45,18 @@ class PgStore:
         self.link = Link(dsn, password=password, sync=sync)
         self._lock = threading.Lock()
         self._conn = OneConnection(self.link)
+        self._owner = OwnerLock(self.link)
         try:
+            self._owner.take()
             before, after = self._conn.run(lambda conn: pg_schema.migrate(conn, self.link.name))
         except BaseException:
+            self._owner.release()
             self._conn.close()
             raise
-        if before != after:
+        self.link.before_up = lambda: self._owner.take(wait_s=0)
+        if before == 0:
+            log.info("store schema created", extra={"store": self.link.redacted, "version": after})
+        elif before != after:
             log.warning("store schema migrated", extra={"store": self.link.redacted, "from_version": before,
                                                         "to_version": after})
         self._size = 0
@@ -164,6 +171,7 @@ class PgStore:
         self.link.close()
         with self._lock:
             self._conn.close()
+        self._owner.release()
 
     # ----------------------------------------------------------------- helpers
 
