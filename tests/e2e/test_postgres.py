@@ -145,7 +145,8 @@ def test_a_second_daemon_on_the_same_database_exits_naming_the_holder(pg_daemon:
     with pytest.raises(RuntimeError, match="exited with 2"):
         second.start(timeout=40)
     assert pg_daemon.proc is not None
-    assert f"is in use by another toolnexus-daemon (toolnexus-daemon pid={pg_daemon.proc.pid}" in second.logs()
+    holder = f"toolnexus-daemon pid={pg_daemon.proc.pid}"
+    assert f"is in use by another toolnexus-daemon ({holder}" in second.logs()
     assert health(pg_daemon.target) == health_pb2.HealthCheckResponse.SERVING  # the first one serves on
     pg_daemon.kill9()
     pg_daemon.start()  # the killed holder's session ends with it: its own restart is not refused
