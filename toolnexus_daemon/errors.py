@@ -61,6 +61,14 @@ class StoreLocked(StoreError):
     """Another daemon holds the data directory."""
 
 
+class LeaseLost(StoreError):
+    """A commit fenced by a runtime lease this daemon no longer holds: another daemon owns the
+    runtime now. Nothing of the commit was kept; the caller retries, and the retry reaches the
+    runtime's new owner."""
+
+    code = "UNAVAILABLE"
+
+
 class FormatTooNew(StoreError):
     """A record was written by a newer format version than this daemon reads."""
 

@@ -25,6 +25,17 @@ from ..model import JSON, Event
 HandleKey = tuple[str, str]
 
 
+@dataclass(frozen=True)
+class Fence:
+    """A commit's condition in a cluster: ``owner`` still holds the lease of ``runtime_id`` at
+    ``epoch``. Checked in the commit's own transaction; a store of one daemon (LMDB, memory)
+    has no leases and ignores it."""
+
+    runtime_id: str
+    owner: str
+    epoch: int
+
+
 @dataclass
 class Batch:
     """Every write of one state change. ``None`` values delete."""
@@ -42,6 +53,8 @@ class Batch:
     drop_events: list[tuple[str, int]] = field(default_factory=list)
     # runtime ids whose every record (all tables) is deleted, before the puts above
     purge: list[str] = field(default_factory=list)
+    # leases the batch is conditional on (PostgreSQL in a cluster): all must hold, or nothing lands
+    fences: list[Fence] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         return not (self.runtimes or self.handles or self.messages or self.truncate

@@ -25,8 +25,9 @@ from typing import TypeVar
 import psycopg
 from psycopg import errors as pgerr
 
-from ..errors import StoreError, StoreFull, StoreUnavailable
+from ..errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
 from .dsn import redact
+from .pg_schema import FENCE_SQLSTATE
 
 log = logging.getLogger("toolnexus_daemon.store")
 
@@ -103,6 +104,8 @@ class Link:
         if is_connection_error(exc):
             self.mark_down(exc)
             return self.unavailable()
+        if isinstance(exc, psycopg.Error) and exc.sqlstate == FENCE_SQLSTATE:
+            return LeaseLost(f"{_first_line(exc)}: another daemon owns the runtime now; retry the call")
         if _out_of_room(exc):
             return StoreFull(f"the {self.name} refused the write: {_first_line(exc)}")
         return StoreError(f"the {self.name} failed: {_first_line(exc)}")

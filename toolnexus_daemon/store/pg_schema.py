@@ -19,7 +19,9 @@ import psycopg
 
 from ..errors import FormatTooNew
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# the SQLSTATE tn_fence raises when a commit's lease no longer holds (a class of our own)
+FENCE_SQLSTATE = "TN001"
 _LOCK_KEY = 0x746E7363  # "tnsc": the advisory lock that serialises migrations
 K = 'text COLLATE "C" NOT NULL'
 
@@ -39,6 +41,22 @@ MIGRATIONS: list[list[str]] = [
         f"CREATE TABLE tn_requests (rid {K}, qid {K}, value bytea NOT NULL, PRIMARY KEY (rid, qid))",
         f"CREATE TABLE tn_events (rid {K}, seq bigint NOT NULL, value bytea NOT NULL, "
         "PRIMARY KEY (rid, seq))",
+    ],
+    [  # 2: the cluster's runtime leases and live nodes (pg_lease), and the commit fence
+        f"""CREATE TABLE tn_leases (rid {K} PRIMARY KEY, owner {K}, address text NOT NULL,
+            epoch bigint NOT NULL, expires_at timestamptz NOT NULL)""",
+        "CREATE INDEX tn_leases_owner ON tn_leases (owner)",
+        f"""CREATE TABLE tn_nodes (node {K} PRIMARY KEY, address text NOT NULL,
+            started_at timestamptz NOT NULL, seen_at timestamptz NOT NULL)""",
+        f"""CREATE FUNCTION tn_fence(p_rid text, p_owner text, p_epoch bigint) RETURNS void
+            LANGUAGE plpgsql AS $$
+            BEGIN
+              PERFORM 1 FROM tn_leases WHERE rid = p_rid AND owner = p_owner AND epoch = p_epoch FOR SHARE;
+              IF NOT FOUND THEN
+                RAISE EXCEPTION 'the lease of runtime % at epoch % is no longer held by %',
+                  p_rid, p_epoch, p_owner USING ERRCODE = '{FENCE_SQLSTATE}';
+              END IF;
+            END $$""",
     ],
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -41,19 +41,24 @@ class PgStore:
     """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
 
     def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
-                 max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S) -> None:
+                 max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S,
+                 exclusive: bool = True) -> None:
+        """``exclusive``: hold the one-daemon-per-database lock (``pg_owner``); a member of a
+        cluster shares the database and fences its commits with runtime leases instead."""
         self.link = Link(dsn, password=password, sync=sync)
         self._lock = threading.Lock()
         self._conn = OneConnection(self.link)
         self._owner = OwnerLock(self.link)
         try:
-            self._owner.take()
+            if exclusive:
+                self._owner.take()
             before, after = self._conn.run(lambda conn: pg_schema.migrate(conn, self.link.name))
         except BaseException:
             self._owner.release()
             self._conn.close()
             raise
-        self.link.before_up = lambda: self._owner.take(wait_s=0)
+        if exclusive:
+            self.link.before_up = lambda: self._owner.take(wait_s=0)
         if before == 0:
             log.info("store schema created", extra={"store": self.link.redacted, "version": after})
         elif before != after:

@@ -4,7 +4,8 @@
 validates every id (the same key rules, ``codec``), encodes every record into the
 same envelope bytes and snapshots the batch, so a bad batch fails before any
 transaction and the caller may reuse its dicts at once. A batch becomes a list of
-``Step`` (one statement, many parameter rows) in LMDB's apply order: purge,
+``Step`` (one statement, many parameter rows) in LMDB's apply order, after the lease
+fences of a cluster (``tn_fence``: the batch lands only while its leases hold): purge,
 runtimes, handles (with their index columns), truncate, messages, checkpoints,
 requests, events, dropped events.
 
@@ -65,6 +66,10 @@ DELETE = {"runtimes": "DELETE FROM tn_runtimes WHERE rid = %s",
 def prepare(batch: Batch) -> list[Step]:
     """Every statement of ``batch`` in apply order; raises ``StoreError`` for a bad id or record."""
     steps: list[Step] = []
+    # the fence first: FOR SHARE holds the lease row until COMMIT, so a takeover waits for this
+    # transaction and the next fenced commit of the old owner fails
+    fences = [(f.runtime_id, f.owner, f.epoch) for f in batch.fences if codec.runtime_key(f.runtime_id)]
+    steps.append(("SELECT tn_fence(%s, %s, %s)", fences))
     purge = [(rid,) for rid in batch.purge if codec.runtime_key(rid)]
     steps += [(f"DELETE FROM {table} WHERE rid = %s", purge) for table in RUNTIME_TABLES if purge]
     runtimes = {(rid, ""): rec for rid, rec in batch.runtimes.items()}

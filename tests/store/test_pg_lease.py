@@ -1,0 +1,161 @@
+"""Runtime leases and fenced commits on a real PostgreSQL (the store half of a cluster).
+
+Two nodes share one database, each with its own store (``exclusive=False``: cluster members do
+not take the one-daemon lock) and its own ``Leases``. The tests drive expiry with short leases
+and the database's own clock, as the cluster does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from toolnexus_daemon.errors import LeaseLost, StoreLocked
+from toolnexus_daemon.store import Batch
+from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
+from toolnexus_daemon.store.pg_link import Link
+from toolnexus_daemon.store.pg_owner import OwnerLock
+from toolnexus_daemon.store.pg_schema import MIGRATIONS
+from toolnexus_daemon.store.pg_store import PgStore
+
+from .samples import event
+
+LEASE_MS = 300
+
+
+class Member:
+    def __init__(self, dsn: str, node: str, lease_ms: int = LEASE_MS) -> None:
+        self.store = PgStore(dsn, exclusive=False)
+        self.leases = Leases(self.store.link, node, f"{node}.local:7000", lease_ms)
+
+    def close(self) -> None:
+        self.leases.close()
+        self.store.close()
+
+
+@pytest.fixture
+def pair(pg_dsn: str) -> Iterator[tuple[Member, Member]]:
+    a, b = Member(pg_dsn, "node-a"), Member(pg_dsn, "node-b")
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _expire(member: Member, runtime_id: str) -> None:
+    """Wait (bounded) until the database says the lease of ``runtime_id`` has run out."""
+    deadline = time.monotonic() + 5
+    query = b"SELECT expires_at <= now() FROM tn_leases WHERE rid = %s"
+    with psycopg.connect(member.store.link.dsn, autocommit=True) as conn:
+        while not conn.execute(query, (runtime_id,)).fetchone()[0]:  # type: ignore[index]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+def test_one_owner_at_a_time_and_the_other_learns_where_it_is(pair: tuple[Member, Member]) -> None:
+    a, b = pair
+    first = a.leases.acquire("rt-1")
+    assert isinstance(first, Lease) and first.epoch == 1 and 0 < first.remaining_ms <= LEASE_MS
+    other = b.leases.acquire("rt-1")
+    assert isinstance(other, Held) and (other.owner, other.address) == ("node-a", "node-a.local:7000")
+    again = a.leases.acquire("rt-1")  # the owner asking again renews, same epoch
+    assert isinstance(again, Lease) and again.epoch == 1
+
+
+async def test_a_commit_fenced_by_a_lost_lease_lands_nothing(pair: tuple[Member, Member]) -> None:
+    """node-a stalls past its lease, node-b takes over and commits; node-a's next commit is refused
+    whole and the data is node-b's."""
+    a, b = pair
+    lease_a = a.leases.acquire("rt-2")
+    assert isinstance(lease_a, Lease)
+    await a.store.commit(Batch(runtimes={"rt-2": {"by": "a"}}, events=[event("rt-2", 1)],
+                               fences=[lease_a.fence]))
+    _expire(a, "rt-2")
+    lease_b = b.leases.acquire("rt-2")
+    assert isinstance(lease_b, Lease) and lease_b.epoch == lease_a.epoch + 1
+    await b.store.commit(Batch(runtimes={"rt-2": {"by": "b"}}, events=[event("rt-2", 2)],
+                               fences=[lease_b.fence]))
+
+    with pytest.raises(LeaseLost, match="no longer held by node-a.*another daemon owns the runtime now"):
+        await a.store.commit(Batch(runtimes={"rt-2": {"by": "a-late"}}, events=[event("rt-2", 3)],
+                                   fences=[lease_a.fence]))
+    assert LeaseLost.code == "UNAVAILABLE"
+    assert b.store.get_runtime("rt-2") == {"by": "b"} and b.store.last_seq("rt-2") == 2
+    assert a.leases.renew({"rt-2": lease_a.epoch}) == {"rt-2"}  # the renewal says so too
+    assert b.leases.renew({"rt-2": lease_b.epoch}) == set()
+
+
+async def test_a_fenced_commit_queued_with_others_fails_alone(pair: tuple[Member, Member]) -> None:
+    a, b = pair
+    stale = a.leases.acquire("rt-3")
+    assert isinstance(stale, Lease)
+    _expire(a, "rt-3")
+    assert isinstance(b.leases.acquire("rt-3"), Lease)
+    mine = a.leases.acquire("rt-4")
+    assert isinstance(mine, Lease)
+    results = await asyncio.gather(
+        *(a.store.commit(Batch(runtimes={"rt-4": {"i": i}}, fences=[mine.fence])) for i in range(5)),
+        a.store.commit(Batch(runtimes={"rt-3": {"late": True}}, fences=[stale.fence])),
+        return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NoneType"] * 5 + ["LeaseLost"]
+    assert a.store.get_runtime("rt-4") == {"i": 4} and a.store.get_runtime("rt-3") is None
+
+
+def test_release_hands_over_at_once_and_the_epoch_only_grows(pair: tuple[Member, Member]) -> None:
+    a, b = pair
+    lease = a.leases.acquire("rt-5")
+    assert isinstance(lease, Lease)
+    assert a.leases.release(lease) and not a.leases.release(lease)  # the second release finds it gone
+    taken = b.leases.acquire("rt-5")  # no waiting for expiry
+    assert isinstance(taken, Lease) and taken.epoch == lease.epoch + 1
+    assert b.leases.release(taken)
+    back = a.leases.acquire("rt-5")
+    assert isinstance(back, Lease) and back.epoch == taken.epoch + 1
+
+
+async def test_orphans_and_live_nodes(pair: tuple[Member, Member], pg_dsn: str) -> None:
+    """Runtimes nobody owns (never leased, or expired) are the sweeper's; live nodes list what they own."""
+    a, b = pair
+    await a.store.commit(Batch(runtimes={"rt-6": {}, "rt-7": {}, "rt-8": {}}))
+    assert isinstance(a.leases.acquire("rt-6"), Lease)
+    assert isinstance(b.leases.acquire("rt-7"), Lease)
+    assert a.leases.orphans() == ["rt-8"]
+    a.leases.renew({})
+    b.leases.renew({})
+    nodes = {n.node: n for n in a.leases.live_nodes()}
+    assert nodes["node-a"].runtimes == ("rt-6",) and nodes["node-b"].runtimes == ("rt-7",)
+    assert nodes["node-b"].address == "node-b.local:7000"
+    _expire(a, "rt-6")
+    assert set(a.leases.orphans()) == {"rt-6", "rt-7", "rt-8"}
+    assert a.leases.live_nodes() == []  # nobody renewed within a lease
+
+
+def test_cluster_members_share_the_database_but_a_lone_daemon_still_excludes(pg_dsn: str) -> None:
+    a, b = Member(pg_dsn, "node-a"), Member(pg_dsn, "node-b")  # two members open side by side
+    b.close()
+    a.close()
+    alone = PgStore(pg_dsn)  # exclusive: the one-daemon lock
+    try:
+        with pytest.raises(StoreLocked, match="in use by another toolnexus-daemon"):
+            OwnerLock(Link(pg_dsn)).take(wait_s=0)
+    finally:
+        alone.close()
+
+
+def test_a_version_1_database_migrates_forward_keeping_its_rows(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement.encode())
+        conn.execute(b"INSERT INTO tn_meta (key, value) VALUES ('schema', '1')")
+        conn.execute(b"INSERT INTO tn_runtimes (rid, value) VALUES ('old', '\\x00')")
+    store = PgStore(pg_dsn)
+    try:
+        assert store.runtime_ids() == ["old"]
+        leases = Leases(store.link, "node-a", "a:1", LEASE_MS)
+        assert isinstance(leases.acquire("old"), Lease)
+        leases.close()
+    finally:
+        store.close()
