@@ -20,10 +20,12 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from grpc import aio
 from grpc_health.v1._async import HealthServicer
 
+from .api.forward import Forwarder
 from .api.metrics_http import MetricsListenError, MetricsServer
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
@@ -47,6 +49,9 @@ from .tools.resolver import HubResolver
 from .tools.webhook import WebhookExecutor
 from .workers import WorkerHub
 
+if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins one
+    from .cluster.membership import Membership
+
 log = logging.getLogger("toolnexus_daemon")
 
 
@@ -61,6 +66,8 @@ class _Daemon:
     executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor]
     metrics: Metrics
     metrics_server: MetricsServer
+    # a member of a cluster: this daemon's runtime leases
+    membership: Membership | None = None
 
 
 def run(settings: Settings) -> int:
@@ -104,15 +111,43 @@ def _build(settings: Settings, store: Store) -> _Daemon:
         except Exception:  # the observer runs under the commit lock: a log failure must not fail a commit
             log.exception("event log failed")
 
+    membership = _membership(settings, store)
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
-                    limits=settings.peer_limits(), env_allow=allow)
+                    limits=settings.peer_limits(), env_allow=allow, ownership=membership)
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,
                                                 on_resume=metrics.resume_outcome)
+    if membership is not None:
+        servicer.forwarder = Forwarder(membership.node, settings.tls, settings.max_message_bytes)
+        engine.lost_listeners.append(hub.detach_runtime)
     return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
-                   MetricsServer(metrics.registry))
+                   MetricsServer(metrics.registry), membership)
+
+
+def _membership(settings: Settings, store: Store) -> Membership | None:
+    """In a cluster, this daemon's leases on the shared database (``cluster.membership``)."""
+    if not settings.clustered:
+        return None
+    from .cluster.membership import Membership
+    from .store.pg_lease import Leases
+    from .store.pg_store import PgStore
+
+    if not isinstance(store, PgStore):
+        raise StoreError("a cluster needs a PostgreSQL store (--store postgresql://...)")
+    return Membership(Leases(store.link, settings.node_id, settings.advertise, settings.lease_ms))
+
+
+def _advertised(settings: Settings, addresses: list[str]) -> str:
+    """``--advertise`` with port 0 resolved to the port the first TCP listener got (tests, ad hoc use)."""
+    host, _, port = settings.advertise.rpartition(":")
+    if port != "0":
+        return settings.advertise
+    tcp = [a for a in addresses if not a.startswith("unix:")]
+    if not tcp:
+        raise ListenError("--advertise HOST:0 takes the port of a TCP --listen address; there is none")
+    return f"{host}:{tcp[0].rpartition(':')[2]}"
 
 
 async def _serve(settings: Settings, store: Store) -> int:
@@ -127,6 +162,8 @@ async def _serve(settings: Settings, store: Store) -> int:
     await daemon.server.start()
     try:
         recovered = await daemon.engine.start()
+        if daemon.membership is not None:
+            recovered += await _join(daemon, settings)
         daemon.servicer.open()
         await set_health(daemon.health, serving=True)
         log.info("serving", extra={"addresses": daemon.addresses, "recovered": recovered,
@@ -157,9 +194,26 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
+async def _join(daemon: _Daemon, settings: Settings) -> int:
+    """Take the runtimes nobody owns (all of them when this daemon is the first up), then keep the
+    leases renewed and sweep for orphans in the background; returns how many were taken."""
+    membership = daemon.membership
+    assert membership is not None
+    membership.set_address(_advertised(settings, daemon.addresses))
+    before = len(membership.held())
+    await membership.tick(daemon.engine.lost, daemon.engine.adopt)
+    membership.start(daemon.engine.lost, daemon.engine.adopt)
+    log.info("joined the cluster", extra={"node": membership.node, "advertise": membership.address,
+                                          "lease_ms": membership.lease_ms,
+                                          "runtimes": len(membership.held())})
+    return len(membership.held()) - before
+
+
 async def _shutdown(daemon: _Daemon, grace: float) -> None:
     await daemon.health.enter_graceful_shutdown()
     daemon.servicer.begin_shutdown()
+    if daemon.membership is not None:
+        await daemon.membership.stop()  # no takeover while stopping; engine.stop releases the leases
     # stop() rejects new RPCs at once; in-flight ones get the grace period
     stopping = asyncio.create_task(daemon.server.stop(grace))
     await daemon.engine.stop()
@@ -169,3 +223,5 @@ async def _shutdown(daemon: _Daemon, grace: float) -> None:
     for executor in daemon.executors:
         await executor.aclose()
     await daemon.metrics_server.close()
+    if daemon.servicer.forwarder is not None:
+        await daemon.servicer.forwarder.close()

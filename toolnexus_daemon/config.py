@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import re
+import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,8 @@ from .store.dsn import redact as redact_dsn
 DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_DATA_DIR = "./var/toolnexus"
 DEFAULT_MAP_SIZE = 1 << 30
+DEFAULT_LEASE_MS = 10_000
+MIN_LEASE_MS, MAX_LEASE_MS = 300, 600_000
 DEFAULT_GRACE_S = 5.0
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
 DEFAULT_MAX_PROMPT_BYTES = 1 << 20
@@ -111,6 +116,14 @@ class Settings:
     # a postgresql:// DSN: the store is that database (store.pg_store); "" = LMDB in data_dir
     store: str = field(default="", repr=False)
     store_password: str | None = field(default=None, repr=False)
+    # cluster mode (docs/protocol.md §9): what other daemons dial to reach this one; "" = alone
+    advertise: str = ""
+    node_id: str = ""
+    lease_ms: int = DEFAULT_LEASE_MS
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.advertise)
 
     @property
     def max_message_bytes(self) -> int:
@@ -138,7 +151,8 @@ class Settings:
                "allow-env": ",".join(self.allow_env),
                "allow-remote-shutdown": _bool(self.allow_remote_shutdown),
                "store": redact_dsn(self.store) if self.store else "",
-               "store-password-file": REDACTED if self.store_password is not None else ""}
+               "store-password-file": REDACTED if self.store_password is not None else "",
+               "advertise": self.advertise, "node-id": self.node_id, "lease-ms": str(self.lease_ms)}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -226,6 +240,7 @@ def serve_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("-V", "--version", action="version", version=f"toolnexus-daemon {__version__}")
     _listening_flags(p, env)
     _store_flags(p, env)
+    _cluster_flags(p, env)
     _security_flags(p, env)
     _limit_flags(p, env)
     return p
@@ -264,6 +279,39 @@ def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
                    default=env.get("TOOLNEXUS_STORE_PASSWORD_FILE") or None,
                    help="the database password, read from PATH (env TOOLNEXUS_STORE_PASSWORD_FILE; "
                         "else libpq's PGPASSWORD or ~/.pgpass)")
+
+
+def _cluster_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    g = p.add_argument_group("cluster (many daemons on one PostgreSQL store)")
+    g.add_argument("--advertise", default=env.get("TOOLNEXUS_ADVERTISE", ""), metavar="HOST:PORT",
+                   help="join the cluster of daemons on the --store database; HOST:PORT is where the other "
+                        "daemons reach this one's gRPC listener (env TOOLNEXUS_ADVERTISE; default: alone)")
+    g.add_argument("--node-id", default=env.get("TOOLNEXUS_NODE_ID", ""), metavar="ID",
+                   help="this daemon's name in the cluster (env TOOLNEXUS_NODE_ID; default HOST-PID-TIME)")
+    g.add_argument("--lease-ms", type=int, metavar="MS",
+                   default=env_value(env, "TOOLNEXUS_LEASE_MS", int, DEFAULT_LEASE_MS),
+                   help="how long a runtime's owner may go silent before another daemon takes the runtime "
+                        f"over; renewed every third (env TOOLNEXUS_LEASE_MS; default {DEFAULT_LEASE_MS})")
+
+
+def _cluster(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> dict[str, Any]:
+    if not ns.advertise:
+        if ns.node_id:
+            parser.error("--node-id (env TOOLNEXUS_NODE_ID) names a member of a cluster: give --advertise "
+                         "HOST:PORT too, or drop it")
+        return {}
+    if not ns.store:
+        parser.error("--advertise joins a cluster, whose daemons share one PostgreSQL database: give "
+                     "--store postgresql://... too")
+    host, _, port = ns.advertise.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        parser.error(f"--advertise {ns.advertise!r}: want HOST:PORT, the address other daemons dial")
+    if not MIN_LEASE_MS <= ns.lease_ms <= MAX_LEASE_MS:
+        parser.error(f"--lease-ms {ns.lease_ms}: want {MIN_LEASE_MS} to {MAX_LEASE_MS}")
+    node = ns.node_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time()):x}"
+    if len(node) > 200 or not node.isprintable() or "/" in node:
+        parser.error(f"--node-id {node[:40]!r}: at most 200 printable characters, no '/'")
+    return {"advertise": ns.advertise, "node_id": node, "lease_ms": ns.lease_ms}
 
 
 def _security_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -451,4 +499,5 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                     auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
                     insecure=ns.insecure, metrics_listen=ns.metrics_listen,
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
-                    allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns))
+                    allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns),
+                    **_cluster(parser, ns))

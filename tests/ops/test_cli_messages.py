@@ -90,3 +90,15 @@ def test_a_password_file_without_a_postgresql_store_is_refused(tmp_path: Path) -
     done = serve("--data-dir", str(tmp_path / "d"), env={"TOOLNEXUS_STORE_PASSWORD_FILE": str(password)})
     assert done.returncode == 2 and "--store-password-file" in done.stderr
     assert "give --store postgresql://" in done.stderr and "secret" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--advertise", "127.0.0.1:7000"], "--advertise joins a cluster, whose daemons share one PostgreSQL "
+                                        "database: give --store postgresql://... too"),
+    (["--node-id", "n1"], "--node-id (env TOOLNEXUS_NODE_ID) names a member of a cluster"),
+    (["--store", "postgresql://u@h/db", "--advertise", "nohost"], "--advertise 'nohost': want HOST:PORT"),
+    (["--store", "postgresql://u@h/db", "--advertise", "h:1", "--lease-ms", "10"], "--lease-ms 10: want 300"),
+])
+def test_cluster_flags_say_what_they_need(args: list[str], message: str, tmp_path: Path) -> None:
+    done = serve("--data-dir", str(tmp_path / "d"), *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr

@@ -50,6 +50,9 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_TOOL_DEADLINE_MS": ("1234", 1234),
         "TOOLNEXUS_STORE": ("postgresql://tn@127.0.0.1:5432/tn", "postgresql://tn@127.0.0.1:5432/tn"),
         "TOOLNEXUS_STORE_PASSWORD_FILE": (str(password), "pw"),
+        "TOOLNEXUS_ADVERTISE": ("10.0.0.7:50051", "10.0.0.7:50051"),
+        "TOOLNEXUS_NODE_ID": ("node-7", "node-7"),
+        "TOOLNEXUS_LEASE_MS": ("4000", 4000),
     }
 
 
@@ -75,6 +78,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_ALLOW_REMOTE_SHUTDOWN": s.allow_remote_shutdown,
         "TOOLNEXUS_TOOL_DEADLINE_MS": s.limits.tool_deadline_ms,
         "TOOLNEXUS_STORE": s.store, "TOOLNEXUS_STORE_PASSWORD_FILE": s.store_password,
+        "TOOLNEXUS_ADVERTISE": s.advertise, "TOOLNEXUS_NODE_ID": s.node_id, "TOOLNEXUS_LEASE_MS": s.lease_ms,
     }[name]
 
 
@@ -99,8 +103,11 @@ def test_every_environment_variable_sets_its_flag(tmp_path: Path, certs: Certs) 
         env = {"TND_SOME_TOKEN": "from-env"}
         if name.startswith("TOOLNEXUS_TLS_"):  # TLS takes a certificate and its key together
             env.update(TOOLNEXUS_TLS_CERT=str(certs.server.cert), TOOLNEXUS_TLS_KEY=str(certs.server.key))
-        if name == "TOOLNEXUS_STORE_PASSWORD_FILE":  # the password belongs to a PostgreSQL store
+        if name in ("TOOLNEXUS_STORE_PASSWORD_FILE", "TOOLNEXUS_ADVERTISE", "TOOLNEXUS_NODE_ID",
+                    "TOOLNEXUS_LEASE_MS"):  # these belong to a PostgreSQL store (and a cluster)
             env["TOOLNEXUS_STORE"] = "postgresql://tn@127.0.0.1:5432/tn"
+        if name in ("TOOLNEXUS_NODE_ID", "TOOLNEXUS_LEASE_MS"):
+            env["TOOLNEXUS_ADVERTISE"] = "10.0.0.7:50051"
         env[name] = raw
         assert _held(load([], env), name) == expected, name
     assert load([], {"TOOLNEXUS_TOKEN": " tok "}).auth_token == "tok"

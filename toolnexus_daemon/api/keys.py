@@ -25,9 +25,10 @@ def presented_key(context: aio.ServicerContext[Any, Any]) -> str:
     return ""
 
 
-def open_runtime(engine: Engine, runtime_id: str, context: aio.ServicerContext[Any, Any]) -> Runtime:
-    """The runtime ``runtime_id``: INVALID_ARGUMENT, NOT_FOUND or PERMISSION_DENIED otherwise."""
-    rt = engine.runtime(runtime_id)
+async def open_runtime(engine: Engine, runtime_id: str, context: aio.ServicerContext[Any, Any]) -> Runtime:
+    """The runtime ``runtime_id``: INVALID_ARGUMENT, NOT_FOUND or PERMISSION_DENIED otherwise (and in a
+    cluster ``Moved`` when another daemon owns it)."""
+    rt = await engine.open(runtime_id)
     if rt.key_digest:  # only a protected runtime pays for reading the metadata
         engine.check_key(rt, presented_key(context))
     return rt

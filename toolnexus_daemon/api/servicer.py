@@ -14,12 +14,14 @@ UNAVAILABLE too, saying so, rather than with an OK a client could mistake for
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
 from grpc import aio
 
 from ..engine.engine import Engine
+from ..engine.ownership import Moved
 from ..engine.runtime import Runtime
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID
@@ -29,6 +31,7 @@ from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
 from .fit import fit_result, fit_snapshots
+from .forward import Forwarder
 from .info import DaemonFacts, info_response
 from .keys import open_runtime, presented_key
 from .limits import check_prompt
@@ -40,6 +43,22 @@ Ctx: TypeAlias = aio.ServicerContext[Any, Any]
 # told a resume outcome: "ok", "declined", "duplicate" or "unknown" (metrics)
 ResumeObserver = Callable[[str], None]
 SHUTTING_DOWN = "the daemon is shutting down; the state is durable, retry once it serves again"
+
+
+def forwarded(fn: Callable[[Any, Any, Ctx], Awaitable[Any]]) -> Callable[[Any, Any, Ctx], Awaitable[Any]]:
+    """A unary method whose runtime may live on another daemon of the cluster: ``Moved`` sends
+    the call there (``api.forward``) and returns the owner's reply as this call's."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: AgentRuntimeServicer, request: Any, context: Ctx) -> Any:
+        try:
+            return await fn(self, request, context)
+        except Moved as moved:
+            if self.forwarder is None:
+                raise
+            return await self.forwarder.unary(fn.__name__, request, context, moved)
+
+    return wrapper
 
 
 class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base (untyped, not checked)
@@ -57,6 +76,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self._open = False
         # set while the store's database is unreachable (api.store_state): why RPCs answer UNAVAILABLE
         self.store_down: str | None = None
+        # a member of a cluster: sends calls for runtimes owned elsewhere to their owner
+        self.forwarder: Forwarder | None = None
 
     def open(self) -> None:
         """Recovery is done: start answering (until then every RPC is UNAVAILABLE)."""
@@ -72,30 +93,37 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         if self.store_down:
             raise Unavailable(self.store_down)
 
-    def _runtime(self, runtime_id: str, context: Ctx) -> Runtime:
+    async def _runtime(self, runtime_id: str, context: Ctx) -> Runtime:
+        """The runtime a call names; in a cluster ``Moved`` when another daemon owns it, which the
+        ``forwarded`` methods send on to that daemon."""
         self._require_open()
-        return open_runtime(self._engine, runtime_id, context)
+        return await open_runtime(self._engine, runtime_id, context)
 
     def begin_shutdown(self) -> None:
         """Make blocked Wait/Resume calls return UNAVAILABLE now."""
         self._closing.set()
 
-    async def _until_closing(self, work: Awaitable[T]) -> T:
+    async def _until_closing(self, work: Awaitable[T], rt: Runtime) -> T:
+        """``work``, unless the daemon shuts down or (cluster) gives ``rt`` up first: then
+        UNAVAILABLE, and the caller's retry reaches whoever serves the runtime then."""
         task = asyncio.ensure_future(work)
         closing = asyncio.ensure_future(self._closing.wait())
+        gone = asyncio.ensure_future(rt.gone.wait())
         try:
-            await asyncio.wait({task, closing}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({task, closing, gone}, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 return task.result()
-            raise Unavailable(SHUTTING_DOWN)
+            raise Unavailable(SHUTTING_DOWN if closing.done() else f"{rt.retired}; retry the call")
         finally:
             closing.cancel()
+            gone.cancel()
             if not task.done():
                 task.cancel()
 
     # ------------------------------------------------------------------ runtimes
 
     @unary
+    @forwarded
     async def New(self, request: pb.NewRequest, context: Ctx) -> pb.NewResponse:
         self._require_open()
         reg = registry_from(request, self.facts.limits)
@@ -104,10 +132,11 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached)
 
     @unary
+    @forwarded
     async def Shutdown(self, request: pb.ShutdownRequest, context: Ctx) -> pb.ShutdownResponse:
         if request.daemon:
             return self._shutdown_daemon(request)
-        self._runtime(request.runtime_id, context)
+        await self._runtime(request.runtime_id, context)
         await self._engine.shutdown_runtime(request.runtime_id, request.purge)
         if request.purge:
             self._hub.detach_runtime(request.runtime_id)
@@ -127,41 +156,46 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return pb.ShutdownResponse()
 
     @unary
+    @forwarded
     async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
         self._require_open()
-        options = self._runtime(request.runtime_id, context).options if request.runtime_id else None
+        options = (await self._runtime(request.runtime_id, context)).options if request.runtime_id else None
         return info_response(self._engine, self.facts, options)
 
     # ------------------------------------------------------------------ handles
 
     @unary
+    @forwarded
     async def Spawn(self, request: pb.SpawnRequest, context: Ctx) -> pb.SpawnResponse:
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         h = await rt.spawn(request.parent or ROOT_ID, request.agent, spawn_budget(request))
         return pb.SpawnResponse(handle=h.id)
 
     @unary
+    @forwarded
     async def Wake(self, request: pb.WakeRequest, context: Ctx) -> pb.WakeResponse:
         check_prompt(self.facts.limits, request.prompt, "prompt")
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         return pb.WakeResponse(queued=await rt.wake(request.handle, request.prompt))
 
     @unary
+    @forwarded
     async def Wait(self, request: pb.WaitRequest, context: Ctx) -> pb.TaskResult:
         if request.timeout_ms < 0:
             raise InvalidArgument("timeout_ms must not be negative (0 = wait without a limit)")
-        rt = self._runtime(request.runtime_id, context)
-        result = await self._until_closing(rt.wait(request.handle, request.timeout_ms))
+        rt = await self._runtime(request.runtime_id, context)
+        result = await self._until_closing(rt.wait(request.handle, request.timeout_ms), rt)
         return fit_result(convert.result_to(result), self.facts.limits.max_message_bytes)
 
     @unary
+    @forwarded
     async def Resume(self, request: pb.ResumeRequest, context: Ctx) -> pb.ResumeResponse:
         if not request.HasField("answer"):
             raise InvalidArgument("answer is required")
         answer = convert.answer_from(request.answer)
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         try:
-            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait))
+            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait), rt)
         except NotFound:
             self._resumed("unknown")
             raise
@@ -177,36 +211,41 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             self._on_resume(outcome)
 
     @unary
+    @forwarded
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
         return fit_snapshots([convert.snapshot_to(rt.snapshot(request.handle))],
                              self.facts.limits.max_message_bytes)[0]
 
     @unary
+    @forwarded
     async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         await rt.durable()
         snaps = [convert.snapshot_to(h) for h in rt.list()]
         return pb.ListResponse(handles=fit_snapshots(snaps, self.facts.limits.max_message_bytes))
 
     @unary
+    @forwarded
     async def Post(self, request: pb.PostRequest, context: Ctx) -> pb.PostResponse:
         check_prompt(self.facts.limits, request.item.text, "item.text")
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         position = await rt.post(request.handle, convert.inbox_item_from(request.item))
         return pb.PostResponse(position=position, inbox_cap=rt.options.inbox_cap)
 
     @unary
+    @forwarded
     async def Interrupt(self, request: pb.InterruptRequest, context: Ctx) -> pb.InterruptResponse:
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         done = await rt.interrupt(request.handle)
         return pb.InterruptResponse(from_state=str(done.from_state), cancelled_request=done.cancelled_request,
                                     inbox_restored=done.inbox_restored)
 
     @unary
+    @forwarded
     async def Close(self, request: pb.CloseRequest, context: Ctx) -> pb.CloseResponse:
-        rt = self._runtime(request.runtime_id, context)
+        rt = await self._runtime(request.runtime_id, context)
         await rt.close(request.handle)
         return pb.CloseResponse()
 
@@ -215,7 +254,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     @streaming
     async def Watch(self, request: pb.WatchRequest, context: Ctx) -> AsyncGenerator[pb.Event, None]:
         types = convert.event_types(list(request.types))
-        rt = self._runtime(request.runtime_id, context)
+        try:
+            rt = await self._runtime(request.runtime_id, context)
+        except Moved as moved:
+            if self.forwarder is None:
+                raise
+            async for reply in self.forwarder.stream("Watch", request, context, moved):
+                yield reply  # type: ignore[misc]
+            return
         events = rt.watch(request.after_seq, types, request.handle)
         last = request.after_seq
         try:
@@ -227,12 +273,24 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             await events.aclose()
         if self._closing.is_set():
             raise Unavailable(f"{SHUTTING_DOWN}; Watch again with after_seq={last}")
+        if rt.retired:
+            raise Unavailable(f"{rt.retired}; Watch again with after_seq={last}")
 
     @streaming
     async def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
                       context: Ctx) -> AsyncGenerator[pb.DaemonMessage, None]:
         self._require_open()
-        worker = serve_worker(self._engine, self._hub, request_iterator, context)
+        first = await anext(request_iterator, None)
+        hello = first if isinstance(first, pb.WorkerMessage) and first.HasField("hello") else None
+        rid = hello.hello.runtime_id if hello is not None else ""
+        if hello is not None and rid and self.forwarder is not None:
+            try:
+                await self._runtime(rid, context)
+            except Moved as moved:  # the worker's runtime lives on another daemon: relay the stream
+                async for reply in self.forwarder.bidi("Connect", hello, request_iterator, context, moved):
+                    yield reply  # type: ignore[misc]
+                return
+        worker = serve_worker(self._engine, self._hub, _after(first, request_iterator), context)
         try:
             async for message in worker:
                 yield message
@@ -240,3 +298,15 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             await worker.aclose()
         if self._closing.is_set():
             raise Unavailable(f"{SHUTTING_DOWN}; unanswered calls are re-sent when the worker reconnects")
+        if rid and self.forwarder is not None and rid not in {rt.id for rt in self._engine.runtimes()}:
+            raise Unavailable("the runtime moved to another daemon of the cluster; reconnect (unanswered "
+                              "calls are re-sent there)")
+
+
+async def _after(first: T | None, rest: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``first`` (read already), then the rest of the stream."""
+    if first is None:
+        return
+    yield first
+    async for item in rest:
+        yield item

@@ -65,7 +65,7 @@ async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
     if first is None or first.WhichOneof("msg") != "hello":
         raise InvalidArgument("first message must be hello")
     hello = first.hello
-    rt = open_runtime(engine, hello.runtime_id, context)
+    rt = await open_runtime(engine, hello.runtime_id, context)
     worker_id = hello.worker_id or "worker-" + secrets.token_hex(4)
     return WorkerSession(runtime_id=rt.id, worker_id=worker_id, tools=frozenset(hello.tools),
                          llm=hello.llm, resolver=hello.resolver, no_tools=hello.no_tools)

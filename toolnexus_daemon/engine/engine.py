@@ -30,8 +30,9 @@ from ..errors import (
 )
 from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
-from ..store.base import Batch, Store
+from ..store.base import Batch, Fence, Store
 from ..tools.base import Resolver, ToolExecutor
+from .ownership import Elsewhere, FencedStore, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
 
@@ -57,8 +58,15 @@ class Engine:
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
                  observer: Observer | None = None, limits: PeerLimits | None = None,
-                 env_allow: EnvAllowList | None = None) -> None:
+                 env_allow: EnvAllowList | None = None, ownership: Ownership | None = None) -> None:
         self.store = store
+        # a member of a cluster: runtimes are held by lease, one owner each (engine.ownership)
+        self.ownership = ownership
+        self._claiming: dict[str, asyncio.Lock] = {}
+        # told the id of every runtime this daemon loses to another (the worker hub lets its
+        # workers go, so they reconnect and are forwarded to the new owner)
+        self.lost_listeners: list[Callable[[str], None]] = []
+        self._forgetting: set[asyncio.Task[None]] = set()
         self.limits = limits or PeerLimits()
         # None: no check (engine tests); the daemon always passes the operator's list
         self.env_allow = env_allow
@@ -78,7 +86,12 @@ class Engine:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> int:
-        """Load every stored runtime and continue the handles that were running; returns that count."""
+        """Load every stored runtime and continue the handles that were running; returns that count.
+
+        In a cluster nothing is loaded here: a runtime is taken when a call names it or when the
+        membership's sweeper finds it without a live owner (``open``, ``adopt``)."""
+        if self.ownership is not None:
+            return 0
         recovered = 0
         for rid in self.store.runtime_ids():
             try:
@@ -98,20 +111,99 @@ class Engine:
             await rt.recover_queues()
         return recovered
 
-    def _load(self, rid: str) -> Runtime | None:
+    def _load(self, rid: str, fence: Fence | None = None) -> Runtime | None:
         rec = self.store.get_runtime(rid)
         if rec is None:
             return None
-        rt = self._build(rid, rec)
+        rt = self._build(rid, rec, fence)
         rt.load_handles()
         return rt
 
+    # ------------------------------------------------------------------ cluster
+
+    async def open(self, runtime_id: str) -> Runtime:
+        """The runtime a call names. In a cluster, one not held here is claimed: taken and recovered
+        (exactly as at a start, for this runtime only) when no live daemon owns it, else ``Moved``
+        naming its owner (UNAVAILABLE; the API layer forwards the call there)."""
+        rt = self._runtimes.get(runtime_id)
+        if rt is not None or self.ownership is None or not runtime_id or runtime_id in self._damaged:
+            return self.runtime(runtime_id)
+        async with self._claiming.setdefault(runtime_id, asyncio.Lock()):
+            rt = self._runtimes.get(runtime_id)
+            if rt is not None:
+                return rt
+            if self.stopping:
+                raise FailedPrecondition("the daemon is shutting down")
+            claim = await self.ownership.claim(runtime_id)
+            if isinstance(claim, Elsewhere):
+                raise Moved(runtime_id, claim.owner, claim.address)
+            adopted = await self._adopt(runtime_id, claim.fence)
+            if adopted is None:
+                await self.ownership.release(runtime_id)
+                return self.runtime(runtime_id)  # NOT_FOUND or DATA_LOSS, as outside a cluster
+            return adopted
+
+    async def _adopt(self, rid: str, fence: Fence) -> Runtime | None:
+        try:
+            rt = self._load(rid, fence)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            self._damaged[rid] = str(exc)
+            log.error("runtime cannot be loaded; it is quarantined",
+                      extra={"runtime": rid, "error": str(exc)})
+            return None
+        if rt is None:
+            return None
+        self._runtimes[rid] = rt
+        recovered = rt.recover()
+        await rt.recover_queues()
+        log.info("runtime taken over", extra={"runtime": rid, "epoch": fence.epoch, "recovered": recovered})
+        return rt
+
+    async def adopt(self, runtime_id: str) -> bool:
+        """Take ``runtime_id`` if no live daemon owns it (the sweeper's call); True when taken."""
+        if runtime_id in self._runtimes or self.stopping:
+            return False
+        try:
+            await self.open(runtime_id)
+        except (Moved, NotFound, DataLoss, FailedPrecondition):
+            return False
+        return True
+
+    def lost(self, runtime_id: str) -> None:
+        """Another daemon owns ``runtime_id`` now (a fenced commit or a renewal said so): forget it
+        here and never write for it again. Its watchers end UNAVAILABLE and reconnect."""
+        rt = self._runtimes.pop(runtime_id, None)
+        if rt is None:
+            return
+        log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
+        rt.retired = "the runtime moved to another daemon of the cluster"
+        rt.gone.set()
+        for listener in self.lost_listeners:
+            listener(runtime_id)
+        task = asyncio.get_running_loop().create_task(self._forget(rt))
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def _forget(self, rt: Runtime) -> None:
+        await rt.stop_tasks()
+        rt.bus.close()
+        await rt.deps.model.aclose()
+
     async def stop(self) -> None:
-        """Stop running turns without changing their state (they continue on the next start)."""
+        """Stop running turns without changing their state (they continue on the next start, or in
+        a cluster on the daemon that takes each runtime: its lease is released once it is stopped)."""
         self.stopping = True
         for rt in list(self._runtimes.values()):
             await rt.stop_tasks()
             rt.bus.close()
+        if self.ownership is not None:
+            for rid in list(self._runtimes):
+                try:
+                    await self.ownership.release(rid)
+                except StoreError as exc:  # it expires by itself; the next owner waits one lease
+                    log.warning("lease not released", extra={"runtime": rid, "error": str(exc)})
         for rt in list(self._runtimes.values()):
             await rt.deps.model.aclose()
         retiring = list(self._retiring)
@@ -119,11 +211,15 @@ class Engine:
             task.cancel()  # closes the retired transport now
         await asyncio.gather(*retiring, return_exceptions=True)
 
-    def _build(self, rid: str, rec: JSON) -> Runtime:
+    def _store_for(self, fence: Fence | None) -> Store:
+        """The store a runtime commits through: fenced by its lease in a cluster."""
+        return self.store if fence is None else FencedStore(self.store, fence, self.lost)
+
+    def _build(self, rid: str, rec: JSON, fence: Fence | None = None) -> Runtime:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
-        deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
+        deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, resolver=self._resolver,
                            observer=self._observer, limits=self.limits)
         return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
@@ -139,6 +235,10 @@ class Engine:
         if runtime_id:
             validate_runtime_id(runtime_id)
         validate(agents, llm, options, env_allow=self.env_allow)
+        fence = None
+        if self.ownership is not None:
+            runtime_id = runtime_id or "rt-" + secrets.token_hex(8)
+            fence = await self._claim_for_new(runtime_id)
         async with self._creating:
             if runtime_id in self._damaged:
                 self.runtime(runtime_id)  # raises DATA_LOSS naming the damaged record
@@ -148,7 +248,7 @@ class Engine:
                 await self._reattach(existing, agents, llm, options)
                 return NewOutcome(existing.id, ROOT_ID, True)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
-            deps = RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
+            deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
                                executors=self._executors, resolver=self._resolver,
                                observer=self._observer, limits=self.limits)
             rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
@@ -156,6 +256,20 @@ class Engine:
             await rt.create_root()
             self._runtimes[rid] = rt
             return NewOutcome(rid, ROOT_ID, False)
+
+    async def _claim_for_new(self, runtime_id: str) -> Fence | None:
+        """In a cluster, ``New`` for ``runtime_id`` runs on its owner: an existing runtime is opened
+        (taken over if need be; ``Moved`` when another daemon serves it), a new id is claimed."""
+        assert self.ownership is not None
+        try:
+            await self.open(runtime_id)
+            return None  # loaded here now: New reattaches
+        except NotFound:
+            pass
+        claim = await self.ownership.claim(runtime_id)
+        if isinstance(claim, Elsewhere):
+            raise Moved(runtime_id, claim.owner, claim.address)
+        return claim.fence
 
     async def _reattach(self, rt: Runtime, agents: list[AgentDef], llm: LlmConfig,
                         options: RuntimeOptions) -> None:

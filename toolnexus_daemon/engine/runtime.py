@@ -89,6 +89,9 @@ class Runtime:
         self.options = options
         self.deps = deps
         self.created_at = created_at
+        # set when this daemon gave the runtime up (cluster): why its streams and waits ended
+        self.retired = ""
+        self.gone = asyncio.Event()
         self.handles = HandleCache(self._load_handle)
         # handles a failed commit left ahead of an unreachable store (see ``restore``)
         self._unrestored: dict[str, Handle] = {}

@@ -32,7 +32,8 @@ def open_store(settings: Settings, *, wait_s: float | None = None) -> Store:
     delay = 0.1
     while True:
         try:
-            return PgStore(settings.store, password=settings.store_password, sync=settings.sync)
+            return PgStore(settings.store, password=settings.store_password, sync=settings.sync,
+                           exclusive=not settings.clustered)
         except StoreUnavailable as exc:
             if deadline is not None and time.monotonic() + delay > deadline:
                 raise

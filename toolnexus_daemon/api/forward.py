@@ -1,0 +1,141 @@
+"""Calls for a runtime another daemon of the cluster owns, sent on to that daemon.
+
+Any daemon takes any call: when the engine answers ``Moved`` (the runtime's lease is held
+by a live daemon elsewhere), the call goes to the owner's advertised address with the
+caller's metadata (token, runtime key) and what is left of its deadline, and the owner's
+answer — reply, stream or error status — comes back unchanged. A forwarded call carries
+``x-toolnexus-forwarded-by``; a daemon that receives one for a runtime it does not own
+either answers UNAVAILABLE rather than forwarding again (the lease moved meanwhile: the
+caller's retry finds the new owner), so a call never circles.
+
+Between daemons the channel is plaintext unless the daemon itself serves TLS; then it
+dials with TLS, trusting ``--tls-client-ca`` (or the system roots) and presenting its own
+certificate, so a cluster under mTLS works with one CA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from grpc import aio
+
+from ..config import Tls
+from ..engine.ownership import Moved
+from ._gen import runtime_pb2 as pb
+
+SERVICE = pb.DESCRIPTOR.services_by_name["AgentRuntime"]
+FORWARDED_BY = "x-toolnexus-forwarded-by"
+# metadata a proxy must not copy: gRPC's own and the transport's
+_HOP_BY_HOP = ("grpc-", ":")
+_DROP = {"user-agent", "content-type", "te", "host"}
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+def _reply_class(method: str) -> type[Message]:
+    cls: type[Message] = getattr(pb, SERVICE.methods_by_name[method].output_type.name)
+    return cls
+
+
+class Forwarder:
+    """Channels to the other daemons, one per address, opened on first use."""
+
+    def __init__(self, node: str, tls: Tls | None, max_message_bytes: int) -> None:
+        self.node = node
+        self._tls = tls
+        self._options = [("grpc.max_send_message_length", max_message_bytes),
+                         ("grpc.max_receive_message_length", max_message_bytes)]
+        self._channels: dict[str, aio.Channel] = {}
+        self.forwarded = 0
+
+    def _channel(self, address: str) -> aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            if self._tls is None:
+                channel = aio.insecure_channel(address, options=self._options)
+            else:
+                channel = aio.secure_channel(address, self._credentials(), options=self._options)
+            self._channels[address] = channel
+        return channel
+
+    def _credentials(self) -> grpc.ChannelCredentials:
+        assert self._tls is not None
+        root = self._tls.client_ca.read_bytes() if self._tls.client_ca else None
+        return grpc.ssl_channel_credentials(root_certificates=root, private_key=self._tls.key.read_bytes(),
+                                            certificate_chain=self._tls.cert.read_bytes())
+
+    def _metadata(self, context: aio.ServicerContext[Any, Any], moved: Moved) -> list[tuple[str, Any]]:
+        incoming = list(context.invocation_metadata() or ())
+        if any(k == FORWARDED_BY for k, _ in incoming):
+            raise moved  # forwarded here already: no second hop (UNAVAILABLE, the caller retries)
+        kept = [(k, v) for k, v in incoming if not k.startswith(_HOP_BY_HOP) and k not in _DROP]
+        return [*kept, (FORWARDED_BY, self.node)]
+
+    async def unary(self, method: str, request: Message, context: aio.ServicerContext[Any, Any],
+                    moved: Moved) -> Message:
+        """The owner's reply to ``request``; its error status becomes this call's."""
+        metadata = self._metadata(context, moved)
+        call = self._channel(moved.address).unary_unary(
+            f"/{SERVICE.full_name}/{method}", request_serializer=_serialize,
+            response_deserializer=_reply_class(method).FromString)
+        self.forwarded += 1
+        try:
+            reply: Message = await call(request, metadata=metadata, timeout=context.time_remaining())
+        except aio.AioRpcError as err:
+            await context.abort(err.code(), err.details() or "")
+            raise AssertionError("unreachable: context.abort raises") from err
+        return reply
+
+    async def stream(self, method: str, request: Message, context: aio.ServicerContext[Any, Any],
+                     moved: Moved) -> AsyncIterator[Message]:
+        """The owner's stream of replies to ``request``, message by message."""
+        metadata = self._metadata(context, moved)
+        call = self._channel(moved.address).unary_stream(
+            f"/{SERVICE.full_name}/{method}", request_serializer=_serialize,
+            response_deserializer=_reply_class(method).FromString)
+        self.forwarded += 1
+        stream = call(request, metadata=metadata, timeout=context.time_remaining())
+        try:
+            async for reply in stream:
+                yield reply
+        except aio.AioRpcError as err:
+            await context.abort(err.code(), err.details() or "")
+        finally:
+            stream.cancel()
+
+    async def bidi(self, method: str, first: Message, requests: AsyncIterator[Any],
+                   context: aio.ServicerContext[Any, Any], moved: Moved) -> AsyncIterator[Message]:
+        """A two-way stream (``Connect``) relayed to the owner: ``first`` (already read here to learn
+        the runtime) and every later message go up, every reply comes down. A message this daemon
+        could not decode (``decode.Refused``) ends the relay: the worker reconnects."""
+        metadata = self._metadata(context, moved)
+        call = self._channel(moved.address).stream_stream(
+            f"/{SERVICE.full_name}/{method}", request_serializer=_serialize,
+            response_deserializer=_reply_class(method).FromString)
+        self.forwarded += 1
+
+        async def upward() -> AsyncIterator[Message]:
+            yield first
+            async for message in requests:
+                if not isinstance(message, Message):
+                    return
+                yield message
+
+        stream = call(upward(), metadata=metadata, timeout=context.time_remaining())
+        try:
+            async for reply in stream:
+                yield reply
+        except aio.AioRpcError as err:
+            await context.abort(err.code(), err.details() or "")
+        finally:
+            stream.cancel()
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
