@@ -200,6 +200,8 @@ async def _join(daemon: _Daemon, settings: Settings) -> int:
     membership = daemon.membership
     assert membership is not None
     membership.set_address(_advertised(settings, daemon.addresses))
+    facts = daemon.servicer.facts
+    facts.node, facts.advertise, facts.live_nodes = membership.node, membership.address, membership.live_nodes
     before = len(membership.held())
     await membership.tick(daemon.engine.lost, daemon.engine.adopt)
     membership.start(daemon.engine.lost, daemon.engine.adopt)

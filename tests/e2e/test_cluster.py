@@ -126,6 +126,11 @@ def test_any_daemon_takes_any_call(cluster: dict[str, Node], model: ScriptedMode
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert any(e.type == "pending" for e in events) and any(e.type == "resumed" for e in events)
     assert _owner(pg_dsn, rid) == ("a", 1)  # B and C forwarded; nobody took the runtime from A
+    info = b.Info(pb.InfoRequest(), timeout=10)
+    members = {n.node: n for n in info.cluster}
+    assert info.node == "b" and info.advertise == cluster["b"].proc.target
+    assert set(members) == {"a", "b", "c"} and rid in members["a"].runtimes
+    assert members["a"].address == cluster["a"].proc.target
     assert cluster["a"].proc.has_logged('"msg": "joined the cluster"')
 
 

@@ -8,6 +8,7 @@ client through ``Info``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import __version__
@@ -27,9 +28,18 @@ class DaemonFacts:
     config: dict[str, str] = field(default_factory=dict)
     listen: list[str] = field(default_factory=list)
     metrics_address: str = ""
+    # in a cluster: this node, its advertised address, and a (blocking) read of the live nodes
+    node: str = ""
+    advertise: str = ""
+    live_nodes: Callable[[], list[tuple[str, str, tuple[str, ...]]]] | None = None
 
 
-def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | None) -> pb.InfoResponse:
+def cluster_nodes(nodes: list[tuple[str, str, tuple[str, ...]]]) -> list[pb.ClusterNode]:
+    return [pb.ClusterNode(node=n, address=a, runtimes=list(rs)) for n, a, rs in nodes]
+
+
+def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | None,
+                  cluster: list[pb.ClusterNode] | None = None) -> pb.InfoResponse:
     """The daemon's Info; with a runtime's ``options``, its own option limits replace the defaults."""
     if options is None:
         options = RuntimeOptions(event_retention=facts.limits.event_retention)
@@ -39,7 +49,8 @@ def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | 
     return pb.InfoResponse(version=__version__, store_path=store.path, store_size_bytes=store.size_bytes,
                            limits=limits, runtimes=len(engine.runtimes()),
                            format_version=str(store.format_version), listen=facts.listen,
-                           config=facts.config, metrics_address=facts.metrics_address)
+                           config=facts.config, metrics_address=facts.metrics_address, node=facts.node,
+                           advertise=facts.advertise, cluster=cluster or [])
 
 
 def _option_limits(options: RuntimeOptions) -> dict[str, int]:

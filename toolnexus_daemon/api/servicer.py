@@ -32,7 +32,7 @@ from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
 from .fit import fit_result, fit_snapshots
 from .forward import Forwarder
-from .info import DaemonFacts, info_response
+from .info import DaemonFacts, cluster_nodes, info_response
 from .keys import open_runtime, presented_key
 from .limits import check_prompt
 from .status import streaming, unary
@@ -160,7 +160,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
         self._require_open()
         options = (await self._runtime(request.runtime_id, context)).options if request.runtime_id else None
-        return info_response(self._engine, self.facts, options)
+        live = self.facts.live_nodes
+        nodes = cluster_nodes(await asyncio.to_thread(live)) if live is not None else None
+        return info_response(self._engine, self.facts, options, nodes)
 
     # ------------------------------------------------------------------ handles
 

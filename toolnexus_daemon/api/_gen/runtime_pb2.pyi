@@ -449,7 +449,7 @@ class InfoRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address")
+    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address", "node", "advertise", "cluster")
     class LimitsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +473,9 @@ class InfoResponse(_message.Message):
     LISTEN_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ADVERTISE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_path: str
     store_size_bytes: int
@@ -482,7 +485,20 @@ class InfoResponse(_message.Message):
     listen: _containers.RepeatedScalarFieldContainer[str]
     config: _containers.ScalarMap[str, str]
     metrics_address: str
-    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ...) -> None: ...
+    node: str
+    advertise: str
+    cluster: _containers.RepeatedCompositeFieldContainer[ClusterNode]
+    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ..., node: _Optional[str] = ..., advertise: _Optional[str] = ..., cluster: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ...) -> None: ...
+
+class ClusterNode(_message.Message):
+    __slots__ = ("node", "address", "runtimes")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    address: str
+    runtimes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., runtimes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
     __slots__ = ("runtime_id", "worker_id", "tools", "llm", "resolver", "no_tools")
