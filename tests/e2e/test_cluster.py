@@ -26,6 +26,7 @@ from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_daemon.devtools.model_server import Reply, chat_response
 
 __all__ = ["pg_dsn", "pg_server"]
 
@@ -227,3 +228,27 @@ def test_a_worker_connected_to_another_daemon_is_relayed_to_the_owner(cluster: d
         assert _owner(pg_dsn, rid)[0] == "a"
     finally:
         second.detach()
+
+
+def test_a_turn_running_on_a_killed_owner_finishes_on_a_survivor(cluster: dict[str, Node],
+                                                                 model: ScriptedModelServer) -> None:
+    """kill -9 while the owner waits on a model call: the sweeper of a survivor takes the runtime
+    over without any call naming it, re-issues the model call and finishes the turn."""
+    a, b = cluster["a"], cluster["b"]
+    model.push(Reply(delay=30, body=chat_response("never seen")))  # the owner dies waiting on this
+    new = pb.NewRequest(agents=[pb.AgentDef(name="talker", does="talks")], llm=openai_llm(model.url))
+    rid = a.stub.New(new, timeout=10).runtime_id
+    handle = a.stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="talker"), timeout=10).handle
+    a.stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="hello"), timeout=10)
+    deadline = time.monotonic() + 10
+    while model.calls < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    a.proc.kill9()
+    deadline = time.monotonic() + 6 * LEASE_MS / 1000
+    while model.calls < 2:  # nobody calls the runtime: the re-issued model call is the sweeper's doing
+        assert time.monotonic() < deadline, "no survivor took the running turn over"
+        time.sleep(0.05)
+    result = _retry(lambda: b.stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=15_000),
+                                        timeout=20))
+    assert result.status == "done" and result.text
