@@ -122,6 +122,7 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     if membership is not None:
         servicer.forwarder = Forwarder(membership.node, settings.tls, settings.max_message_bytes)
         engine.lost_listeners.append(hub.detach_runtime)
+        _observe_cluster(metrics, membership, servicer.forwarder, engine)
     return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
                    MetricsServer(metrics.registry), membership)
 
@@ -137,6 +138,13 @@ def _membership(settings: Settings, store: Store) -> Membership | None:
     if not isinstance(store, PgStore):
         raise StoreError("a cluster needs a PostgreSQL store (--store postgresql://...)")
     return Membership(Leases(store.link, settings.node_id, settings.advertise, settings.lease_ms))
+
+
+def _observe_cluster(metrics: Metrics, membership: Membership, forwarder: Forwarder, engine: Engine) -> None:
+    from .cluster.observe import ClusterCollector
+
+    metrics.registry.register(ClusterCollector(membership, lambda: forwarder.forwarded,
+                                               lambda: engine.fenced_commits))
 
 
 def _advertised(settings: Settings, addresses: list[str]) -> str:

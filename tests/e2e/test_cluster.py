@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,7 +39,8 @@ class Node:
     def __init__(self, name: str, dsn: str, base: Path) -> None:
         self.name = name
         self.proc = DaemonProcess(base / name, "--store", dsn, "--advertise", "127.0.0.1:0",
-                                  "--node-id", name, "--lease-ms", str(LEASE_MS))
+                                  "--node-id", name, "--lease-ms", str(LEASE_MS),
+                                  "--metrics-listen", "127.0.0.1:0")
         self._channel: grpc.Channel | None = None
         self.stub: Stub
 
@@ -46,6 +48,13 @@ class Node:
         self.proc.start()
         self._channel, self.stub = open_stub(self.proc.target)
         return self
+
+    def metric(self, name: str) -> float:
+        """One unlabelled sample of this daemon's Prometheus endpoint."""
+        address = self.stub.Info(pb.InfoRequest(), timeout=10).metrics_address
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
 
     def close(self) -> None:
         if self._channel is not None:
@@ -133,6 +142,8 @@ def test_any_daemon_takes_any_call(cluster: dict[str, Node], model: ScriptedMode
     assert set(members) == {"a", "b", "c"} and rid in members["a"].runtimes
     assert members["a"].address == cluster["a"].proc.target
     assert cluster["a"].proc.has_logged('"msg": "joined the cluster"')
+    assert cluster["b"].metric("toolnexus_cluster_forwarded_calls_total") >= 3  # Snapshot, Resume, Watch
+    assert cluster["a"].metric("toolnexus_cluster_runtimes_owned") >= 1
 
 
 def test_a_killed_owner_is_taken_over_and_nothing_is_lost(cluster: dict[str, Node],
@@ -154,6 +165,7 @@ def test_a_killed_owner_is_taken_over_and_nothing_is_lost(cluster: dict[str, Nod
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     owner, epoch = _owner(pg_dsn, rid)
     assert owner in ("b", "c") and epoch == 2
+    assert cluster[owner].metric("toolnexus_cluster_takeovers_total") == 1
 
 
 def _events_so_far(stub: Stub, rid: str) -> list[pb.Event]:

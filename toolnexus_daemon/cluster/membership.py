@@ -57,6 +57,8 @@ class Membership:
     async def claim(self, runtime_id: str) -> Claim:
         got = await asyncio.to_thread(self._leases.acquire, runtime_id)
         if isinstance(got, Lease):
+            if got.epoch > 1 and runtime_id not in self._held:  # another daemon held it before
+                self.takeovers += 1
             self._held[runtime_id] = got
             return Owned(got.fence)
         return Elsewhere(got.owner, got.address)
@@ -106,5 +108,4 @@ class Membership:
             lost(rid)
         for rid in await asyncio.to_thread(self._leases.orphans, SWEEP_LIMIT):
             if rid not in self._held and await adopt(rid):
-                self.takeovers += 1
                 log.warning("runtime taken over from a daemon that stopped renewing", extra={"runtime": rid})

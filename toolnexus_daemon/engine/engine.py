@@ -63,6 +63,8 @@ class Engine:
         # a member of a cluster: runtimes are held by lease, one owner each (engine.ownership)
         self.ownership = ownership
         self._claiming: dict[str, asyncio.Lock] = {}
+        # commits refused because another daemon had taken their runtime over (metrics)
+        self.fenced_commits = 0
         # told the id of every runtime this daemon loses to another (the worker hub lets its
         # workers go, so they reconnect and are forwarded to the new owner)
         self.lost_listeners: list[Callable[[str], None]] = []
@@ -213,7 +215,11 @@ class Engine:
 
     def _store_for(self, fence: Fence | None) -> Store:
         """The store a runtime commits through: fenced by its lease in a cluster."""
-        return self.store if fence is None else FencedStore(self.store, fence, self.lost)
+        return self.store if fence is None else FencedStore(self.store, fence, self._fenced)
+
+    def _fenced(self, runtime_id: str) -> None:
+        self.fenced_commits += 1
+        self.lost(runtime_id)
 
     def _build(self, rid: str, rec: JSON, fence: Fence | None = None) -> Runtime:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
