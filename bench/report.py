@@ -88,6 +88,7 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"synced/no-sync at 64: {tr.get('synced_over_no_sync_64')}")
     _pg_goals(s, add)
     _pg_scale_goal(s, add)
+    _cluster_goals(s, add)
     return out
 
 
@@ -114,6 +115,20 @@ def _pg_scale_goal(s: dict[str, Any], add: Any) -> None:
     t = sm.get("restart_to_serving_s")
     add(f"P3 restart to SERVING with {sm.get('parked')} parked in PostgreSQL < 1 s", t, "< 1 s",
         None if t is None else t < 1.0, f"RSS after the restart {sm.get('rss_after_restart_mib')} MiB")
+
+
+def _cluster_goals(s: dict[str, Any], add: Any) -> None:
+    """Issue 17: a killed owner's runtime is served again within two leases; forwarding is reported."""
+    tk = _get(s, "cl", "takeover") or {}
+    r = tk.get("over_lease")
+    add("C1 takeover after kill -9 ≤ 2 leases", r, "≤ 2.0", None if r is None else r <= 2.0,
+        f"median {_get(tk, 'seconds', 'median')} s with --lease-ms {tk.get('lease_ms')} over "
+        f"{tk.get('rounds')} rounds")
+    fw = _get(s, "cl", "forwarding") or {}
+    r = fw.get("forwarded_over_direct")
+    add("C2 a cycle through a non-owner ≤ 1.5× through the owner", r, "≤ 1.5", None if r is None else r <= 1.5,
+        f"{fw.get('overhead_per_call_ms')} ms per forwarded call; direct "
+        f"{_get(fw, 'direct', 'latency_ms', 'median')} ms, forwarded {_get(fw, 'forwarded', 'latency_ms', 'median')} ms")
 
 
 def _fmt(summary: dict[str, Any] | None) -> tuple[str, str]:

@@ -10,7 +10,7 @@ s1 (cycle, sequential), s4 (floors), s3 (peers), s2 (16 clients), s5 (scale),
 s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
 beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
 asyncpg), pgs (issue 16: restart and cycle with the s5 levels parked in
-PostgreSQL). The JSON is rewritten after each scenario; the README table is
+PostgreSQL), cl (issue 17: forwarding overhead and takeover time in a cluster). The JSON is rewritten after each scenario; the README table is
 written at the end (``--no-readme`` skips it).
 """
 
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import pg, pg_driver, report, scale, scenarios
+from . import cluster, pg, pg_driver, report, scale, scenarios
 from .common import ROOT, dump, log, machine, now_stamp, workdir
 
-ORDER = ("s1", "s4", "s3", "s2", "s5", "s6", "tr", "pg", "pgd", "pgs")
+ORDER = ("s1", "s4", "s3", "s2", "s5", "s6", "tr", "pg", "pgd", "pgs", "cl")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +116,8 @@ def run_one(name: str, base: Path, prof: scenarios.Profile, done: dict[str, Any]
         return pg_driver.scenario(prof)
     if name == "pgs":
         return scale.scenario_pg_scale(base, prof)
+    if name == "cl":
+        return cluster.scenario_cluster(base, prof)
     return scenarios.transitions(base, prof, per_cycle)
 
 

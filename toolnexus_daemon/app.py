@@ -122,6 +122,7 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     if membership is not None:
         servicer.forwarder = Forwarder(membership.node, settings.tls, settings.max_message_bytes)
         engine.lost_listeners.append(hub.detach_runtime)
+        servicer.forwarder.on_unreachable = membership.forget
         _observe_cluster(metrics, membership, servicer.forwarder, engine)
     return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
                    MetricsServer(metrics.registry), membership)

@@ -15,7 +15,7 @@ certificate, so a cluster under mTLS works with one CA.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -52,6 +52,9 @@ class Forwarder:
                          ("grpc.max_receive_message_length", max_message_bytes)]
         self._channels: dict[str, aio.Channel] = {}
         self.forwarded = 0
+        # told the runtime id when its owner could not be reached (the membership asks the
+        # database again next time instead of trusting where it last saw the runtime)
+        self.on_unreachable: Callable[[str], None] = lambda runtime_id: None
 
     def _channel(self, address: str) -> aio.Channel:
         channel = self._channels.get(address)
@@ -87,6 +90,7 @@ class Forwarder:
         try:
             reply: Message = await call(request, metadata=metadata, timeout=context.time_remaining())
         except aio.AioRpcError as err:
+            self._failed(err, moved)
             await context.abort(err.code(), err.details() or "")
             raise AssertionError("unreachable: context.abort raises") from err
         return reply
@@ -104,9 +108,14 @@ class Forwarder:
             async for reply in stream:
                 yield reply
         except aio.AioRpcError as err:
+            self._failed(err, moved)
             await context.abort(err.code(), err.details() or "")
         finally:
             stream.cancel()
+
+    def _failed(self, err: aio.AioRpcError, moved: Moved) -> None:
+        if err.code() is grpc.StatusCode.UNAVAILABLE:
+            self.on_unreachable(moved.runtime_id)
 
     async def bidi(self, method: str, first: Message, requests: AsyncIterator[Any],
                    context: aio.ServicerContext[Any, Any], moved: Moved) -> AsyncIterator[Message]:
@@ -131,6 +140,7 @@ class Forwarder:
             async for reply in stream:
                 yield reply
         except aio.AioRpcError as err:
+            self._failed(err, moved)
             await context.abort(err.code(), err.details() or "")
         finally:
             stream.cancel()

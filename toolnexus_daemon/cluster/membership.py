@@ -22,7 +22,8 @@ from ..store.pg_lease import Lease, Leases
 
 log = logging.getLogger("toolnexus_daemon.cluster")
 
-SWEEP_LIMIT = 100  # runtimes taken over per round at most: a dead node's load spreads over rounds
+SWEEP_LIMIT = 100
+ELSEWHERE_CACHE = 10_000  # runtimes taken over per round at most: a dead node's load spreads over rounds
 
 LostHandler = Callable[[str], None]
 Adopter = Callable[[str], Awaitable[bool]]
@@ -34,6 +35,9 @@ class Membership:
     def __init__(self, leases: Leases) -> None:
         self._leases = leases
         self._held: dict[str, Lease] = {}
+        # where runtimes owned elsewhere live, remembered until their lease could lapse (at most a
+        # third of a lease): a forwarded call then costs no database round trip to find the owner
+        self._elsewhere: dict[str, tuple[Elsewhere, float]] = {}
         self._task: asyncio.Task[None] | None = None
         self.takeovers = 0
         self.renew_seconds = 0.0
@@ -55,13 +59,27 @@ class Membership:
         return self._leases.lease_ms
 
     async def claim(self, runtime_id: str) -> Claim:
+        loop = asyncio.get_running_loop()
+        known = self._elsewhere.get(runtime_id)
+        if known is not None and loop.time() < known[1]:
+            return known[0]
         got = await asyncio.to_thread(self._leases.acquire, runtime_id)
         if isinstance(got, Lease):
             if got.epoch > 1 and runtime_id not in self._held:  # another daemon held it before
                 self.takeovers += 1
             self._held[runtime_id] = got
+            self._elsewhere.pop(runtime_id, None)
             return Owned(got.fence)
-        return Elsewhere(got.owner, got.address)
+        where = Elsewhere(got.owner, got.address)
+        ttl_s = min(got.remaining_ms, self._leases.lease_ms / 3) / 1000
+        if len(self._elsewhere) >= ELSEWHERE_CACHE:
+            self._elsewhere.clear()  # bounded: a cold cache costs one query per runtime, nothing more
+        self._elsewhere[runtime_id] = (where, loop.time() + ttl_s)
+        return where
+
+    def forget(self, runtime_id: str) -> None:
+        """The owner we forwarded to did not answer: ask the database next time."""
+        self._elsewhere.pop(runtime_id, None)
 
     async def release(self, runtime_id: str) -> None:
         lease = self._held.pop(runtime_id, None)
