@@ -264,3 +264,14 @@ def test_a_turn_running_on_a_killed_owner_finishes_on_a_survivor(cluster: dict[s
     result = _retry(lambda: b.stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=15_000),
                                         timeout=20))
     assert result.status == "done" and result.text
+
+
+def test_a_purge_through_a_non_owner_removes_the_runtime_everywhere(cluster: dict[str, Node],
+                                                                     model: ScriptedModelServer) -> None:
+    a, b, c = cluster["a"].stub, cluster["b"].stub, cluster["c"].stub
+    rid, _, _ = _suspend(a, model)
+    b.Shutdown(pb.ShutdownRequest(runtime_id=rid, purge=True), timeout=20)  # forwarded to A
+    for stub in (a, b, c):
+        with pytest.raises(grpc.RpcError) as gone:
+            stub.List(pb.ListRequest(runtime_id=rid), timeout=10)
+        assert gone.value.code() is grpc.StatusCode.NOT_FOUND

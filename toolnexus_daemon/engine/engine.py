@@ -328,9 +328,11 @@ class Engine:
         if purge:
             await rt.stop_tasks()
             rt.bus.close()
-            await self.store.commit(Batch(purge=[rt.id]))
+            await rt.deps.store.commit(Batch(purge=[rt.id]))  # fenced by the lease in a cluster
             self._runtimes.pop(rt.id, None)
             await rt.deps.model.aclose()
+            if self.ownership is not None:
+                await self.ownership.release(rt.id)
 
 
 def _digest(secret: str) -> str:
