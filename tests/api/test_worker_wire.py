@@ -4,9 +4,13 @@ the daemon refuses) end as they did when replies travelled as JSON dicts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import grpc
 import pytest
 
-from tests.support.grpc_client import Worker, native_agent, openai_llm, struct
+from tests.support.daemon import DaemonProcess
+from tests.support.grpc_client import Worker, native_agent, open_stub, openai_llm, struct, wait_until
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.api.convert import from_struct
@@ -122,3 +126,43 @@ def test_a_model_call_answered_with_a_tool_outcome_fails_the_turn_naming_the_mis
     new = pb.NewRequest(agents=[native_agent("looker", "lookup")], llm=pb.LlmConfig(style="worker"))
     result = _run(stub, new, llm=True)
     assert result.status == "error" and "no choices" in result.text
+
+
+class _Oversized(Worker):
+    """Answers its tool call with an output past ``--max-message-bytes``; records how its stream ended."""
+
+    code: grpc.StatusCode | None = None
+
+    def _serve(self) -> None:
+        try:
+            for msg in self._call:
+                self._handle(msg)
+        except grpc.RpcError as exc:
+            self.code = exc.code()
+
+
+def test_an_oversized_reply_ends_its_stream_and_the_call_goes_to_the_next_worker(
+        tmp_path: Path, model: ScriptedModelServer) -> None:
+    """RESOURCE_EXHAUSTED for the sender; the call it held is re-sent, same call_id, and answered."""
+    model.push(chat_response(tool_calls=[tool_call("lookup", {})]))
+    big = "x" * (80 << 10)
+    with DaemonProcess(tmp_path / "data", "--max-message-bytes", "64KiB") as proc:
+        channel, stub = open_stub(proc.target)
+        with channel:
+            new = pb.NewRequest(agents=[native_agent("looker", "lookup")], llm=openai_llm(model.url))
+            rid = stub.New(new, timeout=5).runtime_id
+            handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="looker"), timeout=5).handle
+            first = _Oversized(stub, rid, tool=lambda c: pb.ToolOutcome(call_id=c.call_id, output=big),
+                               worker_id="big")
+            stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="go"), timeout=5)
+            wait_until(lambda: first.code is not None)
+            second = Worker(stub, rid, tool=lambda c: pb.ToolOutcome(call_id=c.call_id, output="small"),
+                            worker_id="small")
+            result = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), timeout=15)
+            first.close()
+            second.close()
+    assert first.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert (result.status, result.text) == ("done", "small")
+    [held] = [m.tool_call.call_id for m in first.received]
+    [resent] = [m.tool_call.call_id for m in second.received]
+    assert held == resent
