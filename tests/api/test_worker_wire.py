@@ -105,7 +105,9 @@ def _run(stub: pb_grpc.AgentRuntimeStub, new: pb.NewRequest, *, llm: bool) -> pb
     worker = _Hostile(stub, rid, llm=(lambda body: body) if llm else None)
     try:
         stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="go"), timeout=5)
-        return stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), timeout=15)
+        result: pb.TaskResult = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000),
+                                          timeout=15)
+        return result
     finally:
         worker.close()
 
