@@ -40,6 +40,7 @@ from .llm.factory import model_factory
 from .logs import configure, log_events
 from .metrics import Metrics
 from .model import Event, ToolSource
+from .relay import WorkerHub
 from .store.base import Store
 from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor
@@ -47,7 +48,6 @@ from .tools.http_tool import HttpToolExecutor
 from .tools.native import NativeExecutor
 from .tools.resolver import HubResolver
 from .tools.webhook import WebhookExecutor
-from .workers import WorkerHub
 
 if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins one
     from .cluster.membership import Membership

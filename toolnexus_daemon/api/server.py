@@ -29,7 +29,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ..config import Settings
 from ..engine.engine import Engine
-from ..workers import WorkerHub
+from ..relay import WorkerHub
 from ._gen import runtime_pb2 as pb
 from .auth import BearerTokenInterceptor
 from .decode import add_servicer

@@ -25,7 +25,7 @@ from ..engine.ownership import Moved
 from ..engine.runtime import Runtime
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID
-from ..workers import WorkerHub
+from ..relay import WorkerHub
 from . import convert
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc

@@ -1,4 +1,4 @@
-"""The ``Connect`` stream: one app worker, bridged to the daemon's ``WorkerHub`` (docs/protocol.md §6).
+"""The ``Connect`` stream: the wire adapter between one app worker and the relay (docs/protocol.md §6).
 
 The first message must be ``hello``; it names a runtime (which must exist and
 accept the caller's runtime key) and what the worker serves. The session is
@@ -6,6 +6,8 @@ then attached to the hub, a ``Welcome`` goes out, and two things run until
 either side ends: this generator drains the session's outbox onto the wire,
 and a reader task hands each reply to the hub. Detaching in ``finally``
 re-queues whatever the worker had not answered, with the same ``call_id``.
+Routing lives in ``relay``; this module only turns the relay's typed messages
+into protobuf and back (``daemon_message``, ``worker_reply``).
 
 A reply the daemon refuses (``decode.Refused``) is handled so nothing hangs:
 one too deep for ``--max-struct-depth`` still names its call, which gets an
@@ -26,9 +28,21 @@ from grpc import aio
 
 from ..engine.engine import Engine
 from ..errors import InvalidArgument
-from ..model import JSON, Answer, Request
+from ..model import ToolResult
+from ..relay import (
+    CallKind,
+    Incoming,
+    ModelCallOut,
+    ModelReplyIn,
+    Outgoing,
+    ResolutionIn,
+    ToolCallOut,
+    ToolOutcomeIn,
+    WorkerHub,
+    WorkerSession,
+    refused,
+)
 from ..tools.base import action_of
-from ..workers import CallKind, Outgoing, WorkerHub, WorkerSession
 from ._gen import runtime_pb2 as pb
 from .convert import answer_from, answer_to, optional_struct, request_from, request_to, to_struct
 from .decode import Refused
@@ -93,13 +107,13 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
             if kind is None:
                 continue
             try:
-                call_id, reply = worker_reply(msg)
+                reply = worker_reply(msg)
             except InvalidArgument as exc:
                 _deliver_refusal(hub, session, msg, str(exc))
                 continue
-            if not hub.deliver(session, call_id, reply):
+            if not hub.deliver(session, reply):
                 log.info("reply for a call nobody waits on (already answered or timed out)",
-                         extra={"runtime": session.runtime_id, "call_id": call_id})
+                         extra={"runtime": session.runtime_id, "call_id": reply.call_id})
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a broken stream ends the session; its calls are re-sent
@@ -113,54 +127,50 @@ def _deliver_refusal(hub: WorkerHub, session: WorkerSession, msg: pb.WorkerMessa
     """A reply the daemon cannot take (too deep, NaN, malformed): its call fails with ``reason``
     instead of waiting for an answer that will never come."""
     kind = msg.WhichOneof("msg")
-    reply: JSON
-    if kind == "tool_outcome":
-        reply = {"output": f"the worker's reply was refused: {reason}", "is_error": True, "metadata": None,
-                 "pending": None}
-    elif kind == "llm_reply":
-        reply = {"status": 200, "body": {}, "error": f"the worker's reply was refused: {reason}"}
-    elif kind == "resolve_reply":
-        reply = {"answer": Answer(id=msg.resolve_reply.answer.id, ok=False, reason="declined").to_json()}
-    else:
+    call_kind = _REPLY_KINDS.get(kind or "")
+    if kind is None or call_kind is None:
         log.warning("ignoring a refused worker message", extra={"worker_id": session.worker_id,
                                                                 "error": reason})
         return
     call_id = getattr(msg, kind).call_id
     log.warning("worker reply refused; its call fails", extra={"runtime": session.runtime_id,
                                                                 "call_id": call_id, "error": reason})
-    hub.deliver(session, call_id, reply)
+    hub.deliver(session, refused(call_kind, call_id, reason, answer_id=msg.resolve_reply.answer.id))
+
+
+# which call a reply oneof answers
+_REPLY_KINDS = {"tool_outcome": CallKind.TOOL, "llm_reply": CallKind.LLM, "resolve_reply": CallKind.RESOLVE}
 
 
 def daemon_message(out: Outgoing) -> pb.DaemonMessage:
-    """A hub call as the wire message the worker receives."""
-    p = out.payload
-    if out.kind is CallKind.TOOL:
-        call = pb.ToolCall(call_id=out.call_id, handle=out.handle, tool=str(p.get("tool") or ""),
-                           arguments=to_struct(p.get("arguments")), action_id=action_of(out.call_id))
-        if p.get("answer"):
-            call.answer.CopyFrom(answer_to(Answer.from_json(p["answer"])))
+    """A relay call as the wire message the worker receives."""
+    if isinstance(out, ToolCallOut):
+        call = pb.ToolCall(call_id=out.call_id, handle=out.handle, tool=out.tool,
+                           arguments=to_struct(out.arguments), action_id=action_of(out.call_id))
+        if out.answer is not None:
+            call.answer.CopyFrom(answer_to(out.answer))
         return pb.DaemonMessage(tool_call=call)
-    if out.kind is CallKind.LLM:
+    if isinstance(out, ModelCallOut):
         return pb.DaemonMessage(llm_call=pb.LlmCall(call_id=out.call_id, handle=out.handle,
-                                                    body=to_struct(p.get("body"))))
-    resolve = pb.Resolve(call_id=out.call_id, handle=out.handle,
-                         request=request_to(Request.from_json(p.get("request") or {})))
+                                                    body=to_struct(out.body)))
+    resolve = pb.Resolve(call_id=out.call_id, handle=out.handle, request=request_to(out.request))
     return pb.DaemonMessage(resolve=resolve)
 
 
-def worker_reply(msg: pb.WorkerMessage) -> tuple[str, JSON]:
-    """A worker's reply as ``(call_id, payload)`` in the shape the hub's callers read."""
+def worker_reply(msg: pb.WorkerMessage) -> Incoming:
+    """A worker's reply as the relay's typed message; InvalidArgument for a message that is no reply."""
     kind = msg.WhichOneof("msg")
     if kind == "tool_outcome":
         o = msg.tool_outcome
-        pending = request_from(o.pending).to_json() if o.HasField("pending") else None
-        return o.call_id, {"output": o.output, "is_error": o.is_error,
-                           "metadata": optional_struct(o, "metadata"), "pending": pending}
+        pending = request_from(o.pending) if o.HasField("pending") else None
+        result = ToolResult(output=o.output, is_error=o.is_error,
+                            metadata=optional_struct(o, "metadata") or None, pending=pending)
+        return ToolOutcomeIn(o.call_id, result)
     if kind == "llm_reply":
         r = msg.llm_reply
-        return r.call_id, {"status": r.status or 200, "body": optional_struct(r, "body") or {},
-                           "error": r.error}
+        return ModelReplyIn(r.call_id, status=r.status or 200, body=optional_struct(r, "body") or {},
+                            error=r.error)
     if kind == "resolve_reply":
         rr = msg.resolve_reply
-        return rr.call_id, {"answer": answer_from(rr.answer, require_id=False).to_json()}
+        return ResolutionIn(rr.call_id, answer_from(rr.answer, require_id=False))
     raise InvalidArgument(f"unexpected worker message {kind!r}")

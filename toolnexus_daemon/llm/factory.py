@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..model import LlmConfig, LlmStyle
-from ..workers import WorkerHub
+from ..relay import WorkerHub
 from .anthropic import AnthropicTransport
 from .base import ModelError, ModelReply, ModelRequest, ModelTransport
 from .openai import OpenAITransport

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from ..workers import CallKind, NoWorker, Outgoing, WorkerHub
+from ..relay import ModelCallOut, ModelReplyIn, NoWorker, WorkerHub
 from .base import ModelError, ModelReply, ModelRequest, reply_from_openai
 
 _SNIPPET_CHARS = 300
@@ -25,20 +25,20 @@ class WorkerTransport:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         """Relay one model call to a worker with ``llm=true`` and read its reply."""
-        out = Outgoing(CallKind.LLM, request.call_id, request.handle, {"body": request.body})
+        out = ModelCallOut(request.call_id, request.handle, request.body)
         try:
             reply = await self._hub.call(request.runtime_id, out, request.take_timeout_ms / 1000)
         except NoWorker:
             raise ModelError(f"no worker with llm=true is connected to serve model calls "
                              f"(waited {request.take_timeout_ms} ms); connect one with Connect") from None
-        error = str(reply.get("error") or "")
-        status = int(reply.get("status") or 200)
-        body = reply.get("body") or {}
-        if error:
-            raise ModelError(f"worker model call failed: {error}")
-        if status >= 400:
-            raise ModelError(f"worker model call failed: HTTP {status}: {_snippet(body)}")
-        return reply_from_openai(body)
+        if not isinstance(reply, ModelReplyIn):
+            # a reply of another kind has no body: read as an empty 200, which names the missing choices
+            reply = ModelReplyIn(reply.call_id)
+        if reply.error:
+            raise ModelError(f"worker model call failed: {reply.error}")
+        if reply.status >= 400:
+            raise ModelError(f"worker model call failed: HTTP {reply.status}: {_snippet(reply.body)}")
+        return reply_from_openai(reply.body)
 
     async def aclose(self) -> None:
         """Nothing to release: the hub outlives every runtime."""

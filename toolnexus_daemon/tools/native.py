@@ -9,7 +9,7 @@ result naming the tool, which the model reads (docs/protocol.md §6), never a cr
 from __future__ import annotations
 
 from ..model import ToolResult
-from ..workers import CallKind, NoWorker, Outgoing, WorkerHub
+from ..relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub
 from .base import ToolInvocation
 
 
@@ -22,16 +22,18 @@ class NativeExecutor:
     async def invoke(self, inv: ToolInvocation) -> ToolResult:
         """Send the call to a worker and return its ToolOutcome as a ToolResult."""
         name = inv.tool.name
-        payload = {"tool": name, "arguments": inv.arguments,
-                   "answer": inv.answer.to_json() if inv.answer is not None else None}
-        out = Outgoing(CallKind.TOOL, inv.call_id, inv.handle, payload)
+        out = ToolCallOut(inv.call_id, inv.handle, name, inv.arguments, inv.answer)
         try:
             reply = await self._hub.call(inv.runtime_id, out, inv.take_timeout_ms / 1000)
         except NoWorker:
             return ToolResult(is_error=True, output=(
                 f'no worker is connected to serve native tool "{name}" '
                 f"(waited {inv.take_timeout_ms} ms); connect a worker with Connect"))
-        return ToolResult.from_json(reply)
+        if not isinstance(reply, ToolOutcomeIn):
+            # a reply of another kind carries no outcome: an empty, successful result, as before
+            # the relay was typed (a hostile worker gains nothing by sending it)
+            return ToolResult(output="")
+        return reply.result
 
     async def aclose(self) -> None:
         """Nothing to release: the hub outlives the executor."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..model import Answer, Request
-from ..workers import CallKind, NoWorker, Outgoing, WorkerHub
+from ..relay import NoWorker, ResolutionIn, ResolveOut, WorkerHub
 
 
 class HubResolver:
@@ -18,13 +18,12 @@ class HubResolver:
 
     async def resolve(self, runtime_id: str, handle: str, call_id: str, request: Request,
                       take_timeout_ms: int) -> Answer | None:
-        out = Outgoing(CallKind.RESOLVE, call_id, handle, {"request": request.to_json()})
+        out = ResolveOut(call_id, handle, request)
         try:
             reply = await self._hub.call(runtime_id, out, take_timeout_ms / 1000)
         except NoWorker:
             return None
-        answer = reply.get("answer")
-        if not isinstance(answer, dict):
+        if not isinstance(reply, ResolutionIn):  # a reply of another kind answers nothing
             return None
-        parsed = Answer.from_json(answer)
+        parsed = reply.answer
         return Answer(request.id, parsed.ok, parsed.data, parsed.reason)

@@ -1,6 +1,7 @@
 """The worker hub: routes tool, model and resolve calls to the app's connected workers.
 
-It knows nothing of gRPC: the Connect servicer attaches a ``WorkerSession`` per
+It knows nothing of gRPC: calls and replies are the typed messages of
+``relay.messages``. The Connect servicer attaches a ``WorkerSession`` per
 stream, drains its ``outbox`` onto the wire and hands replies back through
 ``deliver``. A call whose worker disconnects goes back to the queue and is
 re-sent, with the same ``call_id``, to another worker or to the next one that
@@ -14,27 +15,9 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from .model import JSON
-
-
-class CallKind(StrEnum):
-    TOOL = "tool_call"
-    LLM = "llm_call"
-    RESOLVE = "resolve"
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    """One message for a worker. ``payload`` by kind: tool {tool, arguments, answer?},
-    llm {body}, resolve {request}."""
-
-    kind: CallKind
-    call_id: str
-    handle: str
-    payload: JSON
+from .messages import Incoming, ModelCallOut, Outgoing, ToolCallOut
 
 
 class NoWorker(Exception):
@@ -54,11 +37,11 @@ class WorkerSession:
     inflight: set[str] = field(default_factory=set)
 
     def can_serve(self, out: Outgoing) -> bool:
-        if out.kind is CallKind.TOOL:
+        if isinstance(out, ToolCallOut):
             if self.no_tools:
                 return False
-            return not self.tools or str(out.payload.get("tool")) in self.tools
-        if out.kind is CallKind.LLM:
+            return not self.tools or out.tool in self.tools
+        if isinstance(out, ModelCallOut):
             return self.llm
         return self.resolver
 
@@ -67,7 +50,7 @@ class WorkerSession:
 class _PendingCall:
     out: Outgoing
     runtime_id: str
-    reply: asyncio.Future[JSON]
+    reply: asyncio.Future[Incoming]
     assigned: WorkerSession | None = None
     taken: asyncio.Event = field(default_factory=asyncio.Event)
     lost: asyncio.Event = field(default_factory=asyncio.Event)
@@ -118,8 +101,8 @@ class WorkerHub:
         for session in self.sessions(runtime_id):
             self.detach(session)
 
-    async def call(self, runtime_id: str, out: Outgoing, take_timeout: float) -> JSON:
-        """Send ``out`` to a capable worker and return its reply payload.
+    async def call(self, runtime_id: str, out: Outgoing, take_timeout: float) -> Incoming:
+        """Send ``out`` to a capable worker and return its reply (of whatever kind the worker sent).
 
         Waits at most ``take_timeout`` seconds for a worker to take the call
         (again after each disconnect); once taken, waits for the reply.
@@ -142,8 +125,9 @@ class WorkerHub:
             if call.assigned is not None:
                 call.assigned.inflight.discard(out.call_id)
 
-    def deliver(self, session: WorkerSession, call_id: str, reply: JSON) -> bool:
-        """A worker's reply. False if no call of that worker waits on ``call_id``."""
+    def deliver(self, session: WorkerSession, reply: Incoming) -> bool:
+        """A worker's reply. False if no call of that worker waits on ``reply.call_id``."""
+        call_id = reply.call_id
         call = self._calls.get(call_id)
         if call is None or call.reply.done() or call.runtime_id != session.runtime_id:
             return False

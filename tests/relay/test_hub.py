@@ -7,9 +7,10 @@ import asyncio
 
 import pytest
 
-from toolnexus_daemon.workers import CallKind, NoWorker, Outgoing, WorkerHub, WorkerSession
+from toolnexus_daemon.model import ToolResult
+from toolnexus_daemon.relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub, WorkerSession
 
-TOOL = Outgoing(CallKind.TOOL, "rt/h/s1c0", "root/a.1", {"tool": "lookup", "arguments": {}})
+TOOL = ToolCallOut("rt/h/s1c0", "root/a.1", "lookup", {})
 
 
 async def test_a_worker_that_serves_no_tools_never_gets_a_tool_call() -> None:
@@ -31,6 +32,8 @@ async def test_a_call_held_by_a_lost_worker_is_resent_with_the_same_call_id() ->
     hub.attach(second)
     again = await second.outbox.get()
     assert again is not None and again.call_id == TOOL.call_id
-    assert hub.deliver(second, TOOL.call_id, {"output": "ok"})
-    assert await call == {"output": "ok"}
-    assert not hub.deliver(second, TOOL.call_id, {"output": "late"}), "a reply nobody waits for is refused"
+    ok = ToolOutcomeIn(TOOL.call_id, ToolResult(output="ok"))
+    assert hub.deliver(second, ok)
+    assert await call == ok
+    late = ToolOutcomeIn(TOOL.call_id, ToolResult(output="late"))
+    assert not hub.deliver(second, late), "a reply nobody waits for is refused"

@@ -1,0 +1,23 @@
+"""The relay room: everything the daemon serves through the app's ``Connect`` workers.
+
+``hub`` routes tool, model and resolve calls to capable workers (take
+timeouts, re-send of what a lost worker held); ``messages`` are the typed
+calls and replies. No gRPC here: ``api/worker_channel`` is the wire adapter.
+"""
+
+from .hub import NoWorker, WorkerHub, WorkerSession
+from .messages import (
+    CallKind,
+    Incoming,
+    ModelCallOut,
+    ModelReplyIn,
+    Outgoing,
+    ResolutionIn,
+    ResolveOut,
+    ToolCallOut,
+    ToolOutcomeIn,
+    refused,
+)
+
+__all__ = ["CallKind", "Incoming", "ModelCallOut", "ModelReplyIn", "NoWorker", "Outgoing", "ResolutionIn",
+           "ResolveOut", "ToolCallOut", "ToolOutcomeIn", "WorkerHub", "WorkerSession", "refused"]
