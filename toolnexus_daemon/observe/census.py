@@ -12,7 +12,7 @@ and the hub satisfy them structurally, and mypy checks that they do where
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from ..store.base import HandleCensus, StoreInfo
 
@@ -49,21 +49,14 @@ class CensusStore(Protocol):
 
 
 class CommitCounts(Protocol):
-    """A group-committing writer's totals so far (``store.lmdb_write.WriterStats``)."""
+    """A group-committing writer's totals so far (``store.lmdb_write.WriterStats``), from the
+    ``stats()`` of a store that has one; the in-memory store has none."""
 
     @property
     def batches(self) -> int: ...
 
     @property
     def transactions(self) -> int: ...
-
-
-@runtime_checkable
-class GroupCommitStats(Protocol):
-    """A store whose writer groups batches into transactions (LMDB, PostgreSQL) and counts them;
-    the in-memory test store does not, so a scrape asks with ``isinstance``."""
-
-    def stats(self) -> CommitCounts: ...
 
 
 class RuntimeCensus(Protocol):
