@@ -55,12 +55,12 @@ test-pg: $(STAMP)
 
 # ruff, and the import contracts of pyproject.toml (the layers docs/architecture.md describes)
 lint: $(STAMP)
-	$(BIN)/ruff check toolnexus_daemon clients/python tests examples scripts
+	$(BIN)/ruff check toolnexus_daemon toolnexus_devtools clients/python tests examples scripts
 	$(BIN)/lint-imports --no-cache
 
-# mypy --strict (pyproject.toml) on the daemon and the Python client
+# mypy --strict (pyproject.toml) on the daemon, its dev tools and the Python client
 typecheck: $(STAMP)
-	$(BIN)/mypy toolnexus_daemon clients/python/toolnexus_client
+	$(BIN)/mypy toolnexus_daemon toolnexus_devtools clients/python/toolnexus_client
 
 check: proto-check lint typecheck test
 

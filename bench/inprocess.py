@@ -15,7 +15,6 @@ import tempfile
 import time
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.devtools import mock_model
 from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
 from toolnexus_daemon.model import (
@@ -31,6 +30,7 @@ from toolnexus_daemon.model import (
 )
 from toolnexus_daemon.store import LmdbStore
 from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_devtools import mock_model
 
 CYCLES, WARMUP = 200, 30
 

@@ -26,7 +26,6 @@ from grpc import aio
 from grpc_health.v1._async import HealthServicer
 
 from .api.forward import Forwarder
-from .api.metrics_http import MetricsListenError, MetricsServer
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
 from .api.store_state import follow_store
@@ -37,10 +36,11 @@ from .engine.runtime import Runtime
 from .envexpand import EnvAllowList
 from .errors import StoreError, StoreLocked
 from .llm.factory import model_factory
-from .logs import configure, log_events
-from .metrics import Metrics
 from .model import Event, ToolSource
 from .relay import WorkerHub
+from .observe.http import MetricsListenError, MetricsServer
+from .observe.logs import configure, log_events
+from .observe.metrics import Metrics
 from .store.base import Store
 from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor

@@ -7,6 +7,7 @@ loading gRPC or LMDB.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -34,9 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return health_main(rest, os.environ)
     if command == "dev-model":
-        from .devtools.model_server import main as dev_model_main
-
-        return dev_model_main(rest)
+        return _dev_model(rest)
     if command in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0
@@ -47,6 +46,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(USAGE + (f"\nunknown command {command!r}\n" if command else ""), file=sys.stderr, end="")
     return 2
+
+
+DEVTOOLS = "toolnexus_devtools"
+NO_DEVTOOLS = (f"toolnexus-daemon dev-model: the development tools ({DEVTOOLS}) are not installed here;\n"
+               "they live beside the daemon in a source checkout, not in its runtime package.\n"
+               "Run `make dev-model` from the checkout, or put the checkout on PYTHONPATH.\n")
+
+
+def _dev_model(argv: list[str]) -> int:
+    """Start the scripted model server, which is not part of the daemon's runtime package.
+
+    Imported by name at run time (``importlib``), so the daemon package holds no import of
+    it (the import contract in pyproject.toml checks that) and a runtime without it says how
+    to get it instead of failing with a traceback.
+    """
+    try:
+        server = importlib.import_module(f"{DEVTOOLS}.model_server")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != DEVTOOLS:
+            raise  # something the dev tools import is missing: show the real error
+        print(NO_DEVTOOLS, file=sys.stderr, end="")
+        return 2
+    code: int = server.main(argv)
+    return code
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolnexus_daemon.config import load, parse_size
-from toolnexus_daemon.logs import JsonFormatter
+from toolnexus_daemon.observe.logs import JsonFormatter
 
 
 def test_defaults() -> None:

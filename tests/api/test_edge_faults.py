@@ -13,7 +13,7 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import Worker, code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response
 
 TALKER = pb.AgentDef(name="talker", does="talks")
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import DaemonProcess
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 SERVICE = "toolnexus.agents.v1.AgentRuntime"
 

@@ -20,8 +20,8 @@ from tests.api.test_hostile_peers import Peer, assert_readable, deep, echo_tool_
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response
 from toolnexus_daemon.store.codec import Table, decode_value, encode_value
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response, tool_call
 from toolnexus_daemon.model import JSON
 from toolnexus_daemon.store.codec import Table, decode_value, encode_value, pair_key
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response, tool_call
 
 MIB = 1024 * 1024
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from tests.support.grpc_client import openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer
-from toolnexus_daemon.devtools.model_server import chat_response
+from toolnexus_devtools import Reply, ScriptedModelServer
+from toolnexus_devtools.model_server import chat_response
 
 OVERLOADED = {"error": {"message": "overloaded"}}
 

@@ -11,8 +11,8 @@ import pytest
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Context, Runtime, Tool, ToolResult, agent, registry
 from toolnexus_client.errors import FailedPrecondition
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response, tool_call
 from toolnexus_daemon.model import JSON
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response, tool_call
 
 
 @pytest.fixture

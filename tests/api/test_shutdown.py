@@ -7,8 +7,8 @@ import grpc
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import Worker, native_agent, open_stub, openai_llm, wait_until
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer
-from toolnexus_daemon.devtools.model_server import chat_response
+from toolnexus_devtools import Reply, ScriptedModelServer
+from toolnexus_devtools.model_server import chat_response
 
 
 def test_sigterm_releases_blocked_calls_and_the_turn_continues_after_restart(

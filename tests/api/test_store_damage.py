@@ -19,7 +19,7 @@ import pytest
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 pytestmark = pytest.mark.lmdb_only  # damages, fills or locks LMDB files on purpose
 

@@ -24,8 +24,8 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
 from toolnexus_daemon.store.codec import FORMAT_VERSION, META_FORMAT_KEY, Table, pair_key
+from toolnexus_devtools import ScriptedModelServer
 
 pytestmark = pytest.mark.lmdb_only  # damages, fills or locks LMDB files on purpose
 

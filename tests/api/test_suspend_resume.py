@@ -7,7 +7,7 @@ import grpc
 from tests.support.grpc_client import approval_agent, code_of, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 
 def _suspended(stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> tuple[str, str, pb.TaskResult]:

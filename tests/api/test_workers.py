@@ -5,8 +5,8 @@ from __future__ import annotations
 from tests.support.grpc_client import Worker, as_dict, native_agent, openai_llm, struct, wait_until
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
-from toolnexus_daemon.devtools.model_server import chat_response, mock_model, tool_call
+from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools.model_server import chat_response, mock_model, tool_call
 
 
 def _start(stub: pb_grpc.AgentRuntimeStub, new: pb.NewRequest, agent: str) -> tuple[str, str]:

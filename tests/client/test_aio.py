@@ -30,7 +30,7 @@ from toolnexus_client import (
     registry,
 )
 from toolnexus_client.aio import Runtime
-from toolnexus_daemon.devtools import mock_model
+from toolnexus_devtools import mock_model
 
 AGENT = "operator"
 PROMPT = "please perform the secret action"

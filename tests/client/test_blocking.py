@@ -22,7 +22,7 @@ from toolnexus_client import (
     agent,
     registry,
 )
-from toolnexus_daemon.devtools import mock_model
+from toolnexus_devtools import mock_model
 
 AGENT = "operator"
 PROMPT = "please perform the secret action"

@@ -11,7 +11,12 @@ import sys
 import httpx
 import pytest
 
-from toolnexus_daemon.devtools import (
+from toolnexus_daemon.llm.base import ModelRequest
+from toolnexus_daemon.llm.openai import OpenAITransport
+from toolnexus_daemon.model import HttpConfig, LlmConfig, ToolDef, ToolSource, Usage
+from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_daemon.tools.webhook import WebhookExecutor
+from toolnexus_devtools import (
     Reply,
     ScriptedModelServer,
     approval_request_id,
@@ -20,12 +25,7 @@ from toolnexus_daemon.devtools import (
     mock_model,
     tool_call,
 )
-from toolnexus_daemon.devtools.model_server import parse_listen
-from toolnexus_daemon.llm.base import ModelRequest
-from toolnexus_daemon.llm.openai import OpenAITransport
-from toolnexus_daemon.model import HttpConfig, LlmConfig, ToolDef, ToolSource, Usage
-from toolnexus_daemon.tools.base import ToolInvocation
-from toolnexus_daemon.tools.webhook import WebhookExecutor
+from toolnexus_devtools.model_server import parse_listen
 
 TOOLS = [{"type": "function", "function": {"name": "first", "parameters": {}}},
          {"type": "function", "function": {"name": "second", "parameters": {}}}]
@@ -145,11 +145,10 @@ def test_parse_listen_rejects_garbage() -> None:
 
 
 def test_dev_model_command_serves_until_sigterm() -> None:
-    """The dev-model entry prints its URLs, serves the mock model and exits 0 on SIGTERM."""
-    entry = ("import sys; from toolnexus_daemon.devtools.model_server import main; "
-             "sys.exit(main(sys.argv[1:]))")
-    proc = subprocess.Popen([sys.executable, "-c", entry, "--listen", "127.0.0.1:0"],
-                            stdout=subprocess.PIPE, text=True)
+    """``toolnexus-daemon dev-model`` finds the dev tools beside the daemon, prints its URLs,
+    serves the mock model and exits 0 on SIGTERM."""
+    command = [sys.executable, "-m", "toolnexus_daemon", "dev-model", "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -164,3 +163,16 @@ def test_dev_model_command_serves_until_sigterm() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_dev_model_command_without_devtools_says_how_to_get_them() -> None:
+    """A runtime without the dev tools (``make run`` ships only the daemon) exits 2 with a hint,
+    not a traceback: the CLI imports them only when ``dev-model`` is asked for."""
+    entry = ("import sys; sys.modules['toolnexus_devtools'] = None; "  # None in sys.modules: not importable
+             "from toolnexus_daemon.cli import main; "
+             "sys.exit(main(['dev-model', '--listen', '127.0.0.1:0']))")
+    done = subprocess.run([sys.executable, "-c", entry], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "toolnexus_devtools" in done.stderr and "make dev-model" in done.stderr
+    assert done.stdout == ""

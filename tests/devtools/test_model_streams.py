@@ -5,7 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from toolnexus_daemon.devtools import (
+from toolnexus_daemon.llm.anthropic import AnthropicTransport
+from toolnexus_daemon.llm.base import ModelRequest
+from toolnexus_daemon.llm.openai import OpenAITransport
+from toolnexus_daemon.model import JSON, LlmConfig
+from toolnexus_devtools import (
     ScriptedModelServer,
     Stream,
     anthropic_response,
@@ -14,11 +18,7 @@ from toolnexus_daemon.devtools import (
     mock_model,
     tool_use,
 )
-from toolnexus_daemon.devtools.model_streams import encode_event, words
-from toolnexus_daemon.llm.anthropic import AnthropicTransport
-from toolnexus_daemon.llm.base import ModelRequest
-from toolnexus_daemon.llm.openai import OpenAITransport
-from toolnexus_daemon.model import JSON, LlmConfig
+from toolnexus_devtools.model_streams import encode_event, words
 
 TOOLS = [{"name": "first", "input_schema": {}}, {"name": "second", "input_schema": {}}]
 

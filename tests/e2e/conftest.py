@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import DaemonProcess
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Context, Runtime, Tool, ToolResult, agent, registry
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 CHAIN = ("manager", "director")
 

@@ -26,8 +26,8 @@ from tests.support.grpc_client import approval_agent, open_stub, openai_llm
 from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
-from toolnexus_daemon.devtools.model_server import Reply, chat_response
+from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools.model_server import Reply, chat_response
 
 __all__ = ["pg_dsn", "pg_server"]
 

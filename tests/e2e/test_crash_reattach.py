@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Context, Runtime, Tool, ToolResult, agent, registry
-from toolnexus_daemon.devtools import ScriptedModelServer, mock_model
+from toolnexus_devtools import ScriptedModelServer, mock_model
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "operator"

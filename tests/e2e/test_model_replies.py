@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Runtime, Tool, agent, registry
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_stream, tool_call
 from toolnexus_daemon.model import JSON
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_stream, tool_call
 
 
 def legacy_reply(body: JSON) -> JSON:

@@ -22,7 +22,7 @@ from tests.support.pg import PgServer
 from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_client import Runtime
 from toolnexus_client.errors import ToolnexusError
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 __all__ = ["pg_dsn", "pg_server"]
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Event, Runtime, Tool, agent, registry
-from toolnexus_daemon.devtools import (
+from toolnexus_devtools import (
     Reply,
     ScriptedModelServer,
     Stream,

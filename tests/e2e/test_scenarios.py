@@ -28,7 +28,7 @@ from toolnexus_client import (
     agent,
     registry,
 )
-from toolnexus_daemon.devtools import ScriptedModelServer, mock_model
+from toolnexus_devtools import ScriptedModelServer, mock_model
 
 AGENT = "operator"
 PROMPT = "please perform the secret action"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Budget, Context, Request, Runtime, Tool, ToolResult, agent, registry
-from toolnexus_daemon.devtools import chat_response, tool_call
+from toolnexus_devtools import chat_response, tool_call
 
 Body = dict[str, Any]
 

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from toolnexus_daemon.devtools import chat_response, tool_call
 from toolnexus_daemon.errors import FailedPrecondition, ResourceExhausted
 from toolnexus_daemon.model import (
     JSON,
@@ -20,6 +19,7 @@ from toolnexus_daemon.model import (
     ToolResult,
 )
 from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_devtools import chat_response, tool_call
 
 from .conftest import Bench, new_runtime
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.devtools import mock_model
 from toolnexus_daemon.engine.cache import HandleCache
 from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.engine.handle import Handle
 from toolnexus_daemon.model import HandleState, Status, ToolSource
+from toolnexus_devtools import mock_model
 
 from .conftest import Bench, new_runtime
 from .test_single_level import SECRET, secret_action

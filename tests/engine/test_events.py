@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from toolnexus_daemon.devtools import chat_response
 from toolnexus_daemon.errors import OutOfRange
 from toolnexus_daemon.events import TEXT_BACKLOG_CHARS, TEXT_HIGH_WATER, EventBus
 from toolnexus_daemon.model import AgentDef, Event, EventType
+from toolnexus_devtools import chat_response
 
 from .conftest import Bench, new_runtime
 

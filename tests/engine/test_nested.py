@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from toolnexus_daemon.devtools import chat_response, mock_model, tool_call
 from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.model import (
     JSON,
@@ -16,6 +15,7 @@ from toolnexus_daemon.model import (
     ToolResult,
 )
 from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_devtools import chat_response, mock_model, tool_call
 
 from .conftest import Bench, new_runtime
 from .test_single_level import secret_action

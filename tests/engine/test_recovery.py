@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.devtools import mock_model
 from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.model import Answer, EventType, HandleState, Request, Status, ToolResult, ToolSource
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_devtools import mock_model
 
 from .conftest import Bench, new_runtime
 from .test_single_level import SECRET

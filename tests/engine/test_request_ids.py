@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from toolnexus_daemon.devtools.model_server import chat_response, tool_call
 from toolnexus_daemon.engine.step import MAX_CHAINED
 from toolnexus_daemon.model import JSON, AgentDef, Answer, HandleState, Request, Status, ToolDef, ToolResult
 from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_devtools.model_server import chat_response, tool_call
 
 from .conftest import Bench, new_runtime
 

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.clock import rfc3339
-from toolnexus_daemon.devtools import mock_model
 from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, InvalidArgument, NotFound
 from toolnexus_daemon.model import (
@@ -21,6 +20,7 @@ from toolnexus_daemon.model import (
     ToolResult,
 )
 from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_devtools import mock_model
 
 from .conftest import Bench, new_runtime
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolnexus_client import Registry, Tool, agent, registry
-from toolnexus_daemon.devtools.model_server import chat_response, tool_call
+from toolnexus_devtools.model_server import chat_response, tool_call
 
 SOUL_PREFIX = "chaos agent "
 USAGE = (3, 2, 5)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import Runtime
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 from .agents import TOP_LEVEL, ChaosModel, chaos_registry
 from .inspect_store import CommitTracker

@@ -27,7 +27,7 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, native_agent, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 SENTINEL_KEY = "sentinel-key-never-fuzzed"
 KEY = (("x-toolnexus-runtime-key", SENTINEL_KEY),)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, anthropic_response, tool_use
 from toolnexus_daemon.llm.anthropic import AnthropicTransport, anthropic_tool_choice, messages_url
 from toolnexus_daemon.llm.base import ModelError, ModelRequest
 from toolnexus_daemon.model import JSON, LlmConfig, Usage
+from toolnexus_devtools import Reply, ScriptedModelServer, anthropic_response, tool_use
 
 from .conftest import RecordingSleep
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response, tool_call
 from toolnexus_daemon.llm.base import ModelError, ModelRequest
 from toolnexus_daemon.llm.openai import OpenAITransport, chat_completions_url
 from toolnexus_daemon.model import LlmConfig, Usage
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response, tool_call
 
 from .conftest import RecordingSleep
 

@@ -6,7 +6,11 @@ import json
 
 import pytest
 
-from toolnexus_daemon.devtools import (
+from toolnexus_daemon.llm.anthropic import AnthropicTransport
+from toolnexus_daemon.llm.base import ModelError, ModelReply, ModelRequest, ModelTransport
+from toolnexus_daemon.llm.openai import OpenAITransport
+from toolnexus_daemon.model import JSON, LlmConfig, Usage
+from toolnexus_devtools import (
     Reply,
     ScriptedModelServer,
     Stream,
@@ -17,10 +21,6 @@ from toolnexus_daemon.devtools import (
     tool_call,
     tool_use,
 )
-from toolnexus_daemon.llm.anthropic import AnthropicTransport
-from toolnexus_daemon.llm.base import ModelError, ModelReply, ModelRequest, ModelTransport
-from toolnexus_daemon.llm.openai import OpenAITransport
-from toolnexus_daemon.model import JSON, LlmConfig, Usage
 
 from .conftest import RecordingSleep
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.ops.certs import Certs, make_certs
 from tests.support.daemon import DaemonProcess
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ import pytest
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response, tool_call
 from toolnexus_daemon.model import JSON
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response, tool_call
 
 TOKEN = "daemon-token-never-readable-1234"
 TENANT_KEY = "sk-other-tenant-5678"

@@ -15,7 +15,7 @@ from tests.support.grpc_client import Worker, code_of, native_agent, open_stub, 
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.config import load
-from toolnexus_daemon.devtools import ScriptedModelServer, chat_response, tool_call
+from toolnexus_devtools import ScriptedModelServer, chat_response, tool_call
 
 LIMITS = ("--max-message-bytes", "64KiB", "--max-prompt-bytes", "1KiB", "--max-tools-per-agent", "2",
           "--max-agents", "2", "--max-struct-depth", "4", "--event-retention", "50")

@@ -10,7 +10,7 @@ import grpc
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, code_of, open_stub, openai_llm, struct
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 TOKEN = "PLANTED-bearer-token-4b1d"
 API_KEY = "sk-PLANTED-api-key-93ce"

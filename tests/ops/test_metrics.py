@@ -14,7 +14,7 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import Worker, approval_agent, code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

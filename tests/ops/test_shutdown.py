@@ -14,7 +14,7 @@ import grpc
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, code_of, native_agent, open_stub, openai_llm, wait_until
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, chat_response
+from toolnexus_devtools import Reply, ScriptedModelServer, chat_response
 
 
 def _final_status(stream: Iterator[object]) -> grpc.RpcError:

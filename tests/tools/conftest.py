@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolnexus_daemon.devtools import ScriptedModelServer
+from toolnexus_devtools import ScriptedModelServer
 
 
 @pytest.fixture

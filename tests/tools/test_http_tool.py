@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from toolnexus_daemon.devtools import Received, Reply, ScriptedModelServer
 from toolnexus_daemon.model import JSON, HttpConfig, ToolDef, ToolSource
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_daemon.tools.http_tool import HttpToolExecutor, fill_url, split_arguments
+from toolnexus_devtools import Received, Reply, ScriptedModelServer
 
 
 def echo(req: Received) -> JSON:

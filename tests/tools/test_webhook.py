@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from toolnexus_daemon.devtools import Reply, ScriptedModelServer, approval_request_id
 from toolnexus_daemon.model import Answer, HttpConfig, ToolDef, ToolSource
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_daemon.tools.webhook import WebhookExecutor
+from toolnexus_devtools import Reply, ScriptedModelServer, approval_request_id
 
 
 def invocation(url: str, *, call_id: str = "call-1", answer: Answer | None = None,

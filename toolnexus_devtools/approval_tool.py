@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ..model import JSON
-from ..tools.base import action_of
+from toolnexus_daemon.model import JSON
+from toolnexus_daemon.tools.base import action_of
 
 PROMPT = "approve?"
 DONE = "action performed"

@@ -1,4 +1,4 @@
-"""Development and test helpers shipped with the daemon.
+"""Development and test helpers beside the daemon (not part of its runtime package).
 
 A scripted OpenAI- and Anthropic-compatible HTTP server (``toolnexus-daemon
 dev-model``), streamed replies for it, and the demo approval webhook it

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import JSON
+from toolnexus_daemon.model import JSON
 
 # an event: raw data text ("[DONE]"), a JSON data object, or (event name, data); text
 # starting with ":" is written as a comment line (what servers send as a keep-alive)

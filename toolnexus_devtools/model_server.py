@@ -29,7 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..model import JSON
+from toolnexus_daemon.model import JSON
+
 from .approval_tool import handle_approval
 from .model_streams import Stream, chat_stream, encode_event, messages_stream, mock_anthropic_model
 

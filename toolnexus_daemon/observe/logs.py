@@ -19,8 +19,8 @@ import re
 import sys
 from typing import Any, TextIO
 
-from .clock import rfc3339
-from .model import Event, EventType
+from ..clock import rfc3339
+from ..model import Event, EventType
 
 # attributes every LogRecord has; anything else on a record came from ``extra=``
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}

@@ -1,0 +1,100 @@
+"""The scrape-time gauges read the engine and the hub through the census protocols of ``observe``.
+
+The daemon test (test_metrics.py) checks the figures end to end; this one checks what the
+protocols leave open: a store that groups commits (LMDB, reached through the timing wrapper,
+which passes ``stats`` through ``__getattr__``) reports its group-commit totals, one that does
+not (memory) simply omits them, and a closed store costs the scrape its store families, not
+the scrape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from toolnexus_daemon.observe.census import CensusStore
+from toolnexus_daemon.observe.metrics import Metrics
+from toolnexus_daemon.store.base import Batch, Store
+from toolnexus_daemon.store.lmdb_store import LmdbStore
+from toolnexus_daemon.store.memory import MemoryStore
+
+
+@dataclass
+class Bus:
+    watchers: int
+
+    def count(self) -> int:
+        return self.watchers
+
+
+@dataclass
+class Loaded:
+    id: str
+    bus: Bus
+
+
+@dataclass
+class Engine:
+    """Just what ``RuntimeCensus`` asks of the engine."""
+
+    store: CensusStore
+    loaded: list[Loaded] = field(default_factory=list)
+
+    def runtimes(self) -> list[Loaded]:
+        return self.loaded
+
+
+@dataclass
+class Hub:
+    connected: int
+
+    def count(self) -> int:
+        return self.connected
+
+
+def families(metrics: Metrics) -> dict[str, float]:
+    text = generate_latest(metrics.registry).decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
+
+
+def bound(store: Store) -> tuple[Metrics, Store]:
+    metrics = Metrics()
+    timed = metrics.instrument(store)
+    engine = Engine(timed, [Loaded("r1", Bus(2)), Loaded("r2", Bus(1))])
+    metrics.bind(engine, Hub(3))
+    return metrics, timed
+
+
+async def test_lmdb_through_the_timing_wrapper_reports_group_commits(tmp_path: Path) -> None:
+    metrics, timed = bound(LmdbStore(tmp_path / "data"))
+    try:
+        await timed.commit(Batch(purge=["r-none"]))
+        got = families(metrics)
+        assert got["toolnexus_runtimes"] == 2
+        assert got["toolnexus_watchers"] == 3
+        assert got["toolnexus_workers_connected"] == 3
+        assert got["toolnexus_store_group_commit_batches"] == 1
+        assert got["toolnexus_store_group_commit_transactions"] == 1
+        assert got["toolnexus_store_commit_batch_records_count"] == 1
+        assert got["toolnexus_store_map_size_bytes"] > 0
+    finally:
+        timed.close()
+
+
+def test_memory_store_has_no_group_commit_families() -> None:
+    metrics, timed = bound(MemoryStore())
+    got = families(metrics)
+    assert got["toolnexus_runtimes"] == 2
+    assert "toolnexus_store_size_bytes" in got
+    assert "toolnexus_store_group_commit_batches" not in got
+
+
+def test_a_closed_store_drops_its_families_not_the_scrape(tmp_path: Path) -> None:
+    metrics, timed = bound(LmdbStore(tmp_path / "data"))
+    timed.close()
+    got = families(metrics)
+    assert got["toolnexus_workers_connected"] == 3
+    assert "toolnexus_store_size_bytes" not in got

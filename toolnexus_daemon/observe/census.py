@@ -1,0 +1,74 @@
+"""What the metrics read from the rest of the daemon, as typed protocols.
+
+The observability room sits beside the engine, not inside it: it must never
+import the engine or the worker hub (the engine would then be one import away
+from ``prometheus_client``), yet the scrape-time gauges need the loaded
+runtimes, their watcher counts, the connected workers and the store's
+counts. These protocols name exactly the methods a scrape calls; the engine
+and the hub satisfy them structurally, and mypy checks that they do where
+``app`` binds them (``Metrics.bind``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..store.base import HandleCensus, StoreInfo
+
+
+class Identified(Protocol):
+    """A runtime as the commit observer sees it: its id labels nothing, but keys the log lines."""
+
+    @property
+    def id(self) -> str: ...
+
+
+class WatcherCount(Protocol):
+    """A runtime's event bus: how many Watch streams are open on it."""
+
+    def count(self) -> int: ...
+
+
+class LoadedRuntime(Protocol):
+    """One loaded runtime: its id (for the store's census) and its bus (for the watcher gauge)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def bus(self) -> WatcherCount: ...
+
+
+class CensusStore(Protocol):
+    """The store reads a scrape makes: durable handle counts per runtime and the map's size."""
+
+    def census(self, runtime_id: str) -> HandleCensus: ...
+
+    def info(self) -> StoreInfo: ...
+
+
+class CommitCounts(Protocol):
+    """A group-committing writer's totals so far (``store.lmdb_write.WriterStats``), from the
+    ``stats()`` of a store that has one; the in-memory store has none."""
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def transactions(self) -> int: ...
+
+
+class RuntimeCensus(Protocol):
+    """The engine, as the metrics see it: the runtimes loaded now and the store behind them."""
+
+    def runtimes(self) -> Sequence[LoadedRuntime]: ...
+
+    @property
+    def store(self) -> CensusStore: ...
+
+
+class WorkerCensus(Protocol):
+    """The worker hub, as the metrics see it: how many Connect streams are open."""
+
+    def count(self) -> int: ...
