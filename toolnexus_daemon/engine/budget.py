@@ -15,13 +15,13 @@ from ..model import ROOT_ID, Budget
 from .handle import Handle
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 DEFAULT_MAX_DEPTH = 3
 DEFAULT_MAX_CONCURRENT = 8
 
 
-def carve(rt: Runtime, parent: Handle, wanted: Budget) -> Budget:
+def carve(rt: RuntimeContext, parent: Handle, wanted: Budget) -> Budget:
     """The child's budget: each pool limit is ``min(own, parent remaining)`` where the parent has one."""
     if parent.id == ROOT_ID:
         return wanted
@@ -41,7 +41,7 @@ def _tighter(own: int, remaining: int, parent_limited: bool) -> int:
     return min(own, remaining) if own else remaining
 
 
-def check_spawn(rt: Runtime, parent: Handle) -> None:
+def check_spawn(rt: RuntimeContext, parent: Handle) -> None:
     """``maxDepth N exceeded`` / ``maxChildren N exceeded`` → FAILED_PRECONDITION."""
     max_depth = next((a.budget.max_depth for a in [parent, *rt.ancestors(parent)] if a.budget.max_depth),
                      DEFAULT_MAX_DEPTH)
@@ -55,7 +55,7 @@ def check_spawn(rt: Runtime, parent: Handle) -> None:
         raise FailedPrecondition(f"budget exhausted ({exhausted[0]}); partial work preserved")
 
 
-def exhausted_limit(rt: Runtime, h: Handle) -> tuple[str, str] | None:
+def exhausted_limit(rt: RuntimeContext, h: Handle) -> tuple[str, str] | None:
     """The first spent pool of ``h`` or an ancestor: (pinned name, TaskResult limit), or None."""
     now = rt.deps.clock.now()
     for a in [h, *rt.ancestors(h)]:

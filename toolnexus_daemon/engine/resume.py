@@ -25,7 +25,7 @@ from .requests import RequestEntry, WaitState
 from .step import announce_reinvocations
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 
 
@@ -44,7 +44,7 @@ class Accepted:
     duplicate: bool
 
 
-def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Change | None]:
+def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted, Change | None]:
     """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller."""
     if not answer.id:
         raise InvalidArgument("answer.id is required (the id of the pending Request)")
@@ -66,7 +66,7 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     return Accepted(chain=chain, duplicate=False), change
 
 
-def _pick(rt: Runtime, req_id: str, pending: list[str], handle_id: str) -> str | None:
+def _pick(rt: RuntimeContext, req_id: str, pending: list[str], handle_id: str) -> str | None:
     """The leaf to answer: the only pending one, or the one ``handle_id`` names (or sits above)."""
     if handle_id:
         rt.handle(handle_id)
@@ -81,7 +81,7 @@ def _pick(rt: Runtime, req_id: str, pending: list[str], handle_id: str) -> str |
     return pending[0] if pending else None
 
 
-def _duplicate_or_refuse(rt: Runtime, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
+def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
     """No pending handle is left: the same answer again is a no-op; another one is refused."""
     for hid, wait in entry.waits.items():
         if handle_id and not (hid == handle_id or hid.startswith(handle_id + "/")):
@@ -93,7 +93,7 @@ def _duplicate_or_refuse(rt: Runtime, answer: Answer, entry: RequestEntry, handl
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')
 
 
-def _expired_as_decline(rt: Runtime, answer: Answer, request: Request) -> Answer:
+def _expired_as_decline(rt: RuntimeContext, answer: Answer, request: Request) -> Answer:
     """An answer after ``expires_at`` is a decline with reason ``expired``."""
     deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
     if deadline is not None and rt.deps.clock.now() > deadline:
@@ -105,7 +105,7 @@ def _suspended_on(h: Handle, request_id: str) -> bool:
     return h.state is HandleState.SUSPENDED and h.pending is not None and h.pending.id == request_id
 
 
-def _restart(rt: Runtime, h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
+def _restart(rt: RuntimeContext, h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
     """``suspended→idle→running`` with the answer waiting in the checkpoint, and the calls it
     re-runs announced with their new call_ids."""
     assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"

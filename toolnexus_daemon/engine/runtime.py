@@ -45,7 +45,7 @@ from ..model import (
     ToolResult,
     ToolSource,
 )
-from ..store.base import Batch, Store
+from ..store.base import Store
 from ..tools.base import Resolver, ToolExecutor
 from . import lifecycle, notes, wakes
 from . import resume as resume_mod
@@ -57,6 +57,7 @@ from .committer import Committer
 from .handle import Handle, children_log, storable_id
 from .requests import RequestIndex
 from .resume import ResumeOutcome
+from .turn import run_turn
 from .watch import watch as watch_events
 
 log = logging.getLogger("toolnexus_daemon.engine")
@@ -156,19 +157,11 @@ class Runtime:
         """Commit ``change`` atomically, in order with every other change of this runtime."""
         await self._committer.commit(change)
 
-    def fill_batch(self, batch: Batch, change: Change) -> None:
-        """Add ``change``'s records to ``batch``; handles and checkpoints are serialised now."""
-        rid = self.id
-        if change.runtime:
-            batch.runtimes[rid] = self.record()
-        for hid, h in change.handles.items():
-            batch.handles[(rid, hid)] = h.to_json()
-        batch.messages += [(rid, hid, idx, msg) for hid, idx, msg in change.messages]
-        batch.truncate += [(rid, hid, idx) for hid, idx in change.truncate]
-        for hid, cp in change.checkpoints.items():
-            batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
-        for req_id, entry in change.requests.items():
-            batch.requests[(rid, req_id)] = entry.to_json()
+    def publish(self, events: list[Event]) -> None:
+        """Committed events: to live watchers, then to the observer (metrics, logs)."""
+        self.bus.publish(events)
+        if self.deps.observer is not None:
+            self.deps.observer(self, events)
 
     def restore(self, change: Change) -> None:
         """After a failed commit, the store is the truth: reload what the change touched, in place
@@ -379,8 +372,6 @@ class Runtime:
     # ------------------------------------------------------------------ turns
 
     def launch(self, h: Handle) -> None:
-        from .turn import run_turn
-
         task = asyncio.create_task(run_turn(self, h), name=f"turn {self.id} {h.id}")
         h.task = task
         self._tasks.add(task)
