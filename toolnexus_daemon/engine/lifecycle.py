@@ -97,7 +97,7 @@ async def _grace(rt: RuntimeContext, h: Handle) -> None:
         return
     # asyncio.wait neither cancels the turn on timeout nor raises when a concurrent Close cancels
     # it (waiting on a shield of it did, which left that Close's RPC unanswered)
-    await asyncio.wait({h.task}, timeout=rt.options.close_grace_ms / 1000)
+    await rt.deps.clock.wait_done(h.task, rt.options.close_grace_ms / 1000)
 
 
 async def _stop_turn(rt: RuntimeContext, h: Handle) -> None:

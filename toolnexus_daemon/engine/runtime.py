@@ -276,7 +276,7 @@ class Runtime:
         fut = self.waiter(h)
         try:
             if timeout_ms > 0:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+                return await self.deps.clock.wait_for(asyncio.shield(fut), timeout_ms / 1000)
             return await asyncio.shield(fut)
         except TimeoutError:
             return h.result(Status.TIMEOUT, f"wait timeout after {timeout_ms}ms (child still {h.state})")

@@ -172,7 +172,7 @@ async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | No
                          arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
     deadline_ms = tool.deadline_ms or rt.deps.limits.tool_deadline_ms
     try:
-        result = await asyncio.wait_for(executor.invoke(inv), deadline_ms / 1000)
+        result = await rt.deps.clock.wait_for(executor.invoke(inv), deadline_ms / 1000)
     except TimeoutError:
         return ToolResult(output=f'tool "{tool.name}" did not finish within its deadline of {deadline_ms} ms',
                           is_error=True)

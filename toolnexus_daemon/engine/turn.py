@@ -122,7 +122,7 @@ def _request_body(rt: RuntimeContext, h: Handle) -> JSON:
 
 
 async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint) -> ModelReply:
-    slot = TurnSlot(rt.turn_gate)
+    slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=f"{rt.id}/{h.id}/m{h.turns_total + 1}",
                            body=_request_body(rt, h), take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
