@@ -43,8 +43,8 @@ def _tighter(own: int, remaining: int, parent_limited: bool) -> int:
 
 def check_spawn(rt: RuntimeContext, parent: Handle) -> None:
     """``maxDepth N exceeded`` / ``maxChildren N exceeded`` → FAILED_PRECONDITION."""
-    max_depth = next((a.budget.max_depth for a in [parent, *rt.ancestors(parent)] if a.budget.max_depth),
-                     DEFAULT_MAX_DEPTH)
+    line = [parent, *rt.table.ancestors(parent)]
+    max_depth = next((a.budget.max_depth for a in line if a.budget.max_depth), DEFAULT_MAX_DEPTH)
     if parent.depth + 1 > max_depth:
         raise FailedPrecondition(f"maxDepth {max_depth} exceeded")
     limit = parent.budget.max_children
@@ -58,7 +58,7 @@ def check_spawn(rt: RuntimeContext, parent: Handle) -> None:
 def exhausted_limit(rt: RuntimeContext, h: Handle) -> tuple[str, str] | None:
     """The first spent pool of ``h`` or an ancestor: (pinned name, TaskResult limit), or None."""
     now = rt.deps.clock.now()
-    for a in [h, *rt.ancestors(h)]:
+    for a in [h, *rt.table.ancestors(h)]:
         b = a.budget
         if b.max_tokens and a.usage.total_tokens >= b.max_tokens:
             return "tokens", "maxTokens"

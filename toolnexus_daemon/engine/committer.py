@@ -23,6 +23,7 @@ from ..model import JSON, Event, RuntimeOptions
 from ..store.base import Batch
 from .change import Change, EventSpec
 from .context import Deps
+from .handles import HandleTable
 
 # the most changes one transaction carries
 MAX_GROUP = 256
@@ -39,9 +40,9 @@ class CommitHost(Protocol):
     def options(self) -> RuntimeOptions: ...
     @property
     def deps(self) -> Deps: ...
+    @property
+    def table(self) -> HandleTable: ...
     def record(self) -> JSON: ...
-    def settle_restores(self) -> None: ...
-    def restore(self, change: Change) -> None: ...
     def publish(self, events: list[Event]) -> None: ...
 
 
@@ -105,7 +106,7 @@ class Committer:
 
     async def commit(self, change: Change) -> None:
         """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
-        self._rt.settle_restores()  # memory must not run ahead of a store that refused a change
+        self._rt.table.settle_restores()  # memory must not run ahead of a store that refused a change
         batch = to_batch(self._rt.id, change, self._rt.record() if change.runtime else None)
         item = _Queued(change, batch, asyncio.get_running_loop().create_future())
         self._queue.append(item)
@@ -150,7 +151,7 @@ class Committer:
 
     def _fail(self, item: _Queued, exc: Exception) -> None:
         try:
-            self._rt.restore(item.change)
+            self._rt.table.restore(item.change.handles)
         finally:  # whatever restoring does, the caller hears of its refused change
             if not item.done.done():
                 item.done.set_exception(exc)

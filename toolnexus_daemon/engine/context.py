@@ -3,7 +3,8 @@
 The verbs (``wakes``, ``turn``, ``step``, ``suspend``, ``resume``, ``escalate``, ``task``,
 ``budget``, ``lifecycle``, ``watch``) are functions over these protocols. ``Runtime`` satisfies
 them structurally, and it is the only module that imports the verbs: the engine's import graph
-runs one way (runtime → verbs → owners), which ``tests/engine/test_import_graph.py`` keeps true.
+runs one way (runtime → lifetime → verbs → owners: handle table, request index, committer),
+which ``tests/engine/test_import_graph.py`` keeps true.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .cache import HandleCache
 from .change import Change
 from .checkpoint import Call
 from .handle import Handle
+from .handles import HandleTable
 from .requests import RequestIndex
 
 
@@ -43,17 +45,7 @@ class Deps(Protocol):
     def limits(self) -> PeerLimits: ...
 
 
-class HandleTable(Protocol):
-    """The handles of one runtime: lookups and tree walks (owned by ``handles.HandleTable``)."""
-
-    @property
-    def handles(self) -> HandleCache: ...
-    def handle(self, handle_id: str) -> Handle: ...
-    def ancestors(self, h: Handle) -> list[Handle]: ...
-    def preorder(self, root_id: str = ...) -> list[Handle]: ...
-
-
-class RuntimeContext(HandleTable, Protocol):
+class RuntimeContext(Protocol):
     """Everything a verb may use: the runtime's identity, registry, owners and the commit path."""
 
     @property
@@ -66,6 +58,10 @@ class RuntimeContext(HandleTable, Protocol):
     def llm(self) -> LlmConfig: ...
     @property
     def deps(self) -> Deps: ...
+    @property
+    def table(self) -> HandleTable: ...
+    @property
+    def handles(self) -> HandleCache: ...
     @property
     def requests(self) -> RequestIndex: ...
     @property

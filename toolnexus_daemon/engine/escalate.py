@@ -28,7 +28,7 @@ def authority(rt: RuntimeContext, h: Handle) -> str | None:
     """Who answers for ``h``: ``self``, the nearest ancestor with ``wait_for``, ``runtime``, or None."""
     if rt.agent_of(h).wait_for:
         return "self"
-    for a in rt.ancestors(h):
+    for a in rt.table.ancestors(h):
         agent = rt.agents.get(a.agent)
         if a.id != ROOT_ID and agent is not None and agent.wait_for:
             return a.id

@@ -59,7 +59,7 @@ async def close(rt: RuntimeContext, h: Handle, reason: str, *, keep_result: bool
 
     ``keep_result`` keeps ``h``'s settled result as its last result (a ``task`` child, whose
     recorded result a reattaching parent must still find)."""
-    for member in reversed(rt.preorder(h.id)):
+    for member in reversed(rt.table.preorder(h.id)):
         await _close_one(rt, member, reason, keep_result and member is h)
 
 
@@ -146,11 +146,11 @@ def _pending_chain(rt: RuntimeContext, h: Handle) -> list[Handle]:
     """Every handle suspended on ``h``'s request in ``h``'s line (descendants and ancestors), leaf first."""
     assert h.pending is not None
     rid = h.pending.id
-    line = [*rt.preorder(h.id)][::-1] + rt.ancestors(h)
+    line = [*rt.table.preorder(h.id)][::-1] + rt.table.ancestors(h)
     return [m for m in line if m.state is HandleState.SUSPENDED and m.pending is not None
             and m.pending.id == rid]
 
 
 async def shutdown(rt: RuntimeContext) -> None:
     """Close every handle of the runtime leaf-first, the root last."""
-    await close(rt, rt.handle(ROOT_ID), "shutdown")
+    await close(rt, rt.table.handle(ROOT_ID), "shutdown")

@@ -54,9 +54,9 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted
     target = _pick(rt, answer.id, entry.pending(), handle_id)
     if target is None:
         return _duplicate_or_refuse(rt, answer, entry, handle_id), None
-    leaf = rt.handle(target)
+    leaf = rt.table.handle(target)
     effective = _expired_as_decline(rt, answer, Request.from_json(entry.request))
-    chain = [leaf] + [a for a in rt.ancestors(leaf) if _suspended_on(a, answer.id)]
+    chain = [leaf] + [a for a in rt.table.ancestors(leaf) if _suspended_on(a, answer.id)]
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
     change = Change()
@@ -69,7 +69,7 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted
 def _pick(rt: RuntimeContext, req_id: str, pending: list[str], handle_id: str) -> str | None:
     """The leaf to answer: the only pending one, or the one ``handle_id`` names (or sits above)."""
     if handle_id:
-        rt.handle(handle_id)
+        rt.table.handle(handle_id)
         mine = [hid for hid in pending if hid == handle_id or hid.startswith(handle_id + "/")]
         if len(mine) > 1:
             raise FailedPrecondition(f'request "{req_id}" is pending on several handles below "{handle_id}" '
@@ -87,7 +87,7 @@ def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry
         if handle_id and not (hid == handle_id or hid.startswith(handle_id + "/")):
             continue
         if wait.answer is not None and wait.answer == answer:
-            return Accepted(chain=[rt.handle(wait.top or hid)], duplicate=True)
+            return Accepted(chain=[rt.table.handle(wait.top or hid)], duplicate=True)
     state = next(iter(entry.waits.values())).state if entry.waits else WaitState.ANSWERED
     raise FailedPrecondition(
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')

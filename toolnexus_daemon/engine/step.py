@@ -81,9 +81,9 @@ def announce_reinvocations(rt: RuntimeContext, h: Handle, cp: Checkpoint, change
 def announce(rt: RuntimeContext, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
     """Give each call its call_id (a new attempt for one that ran before) and a ``tool_call`` event."""
     base = f"{rt.id}/{h.id}"
-    for a in [h, *rt.ancestors(h)]:
+    for a in [h, *rt.table.ancestors(h)]:
         a.tool_calls += len(indices)
-    change.save(h, *rt.ancestors(h))
+    change.save(h, *rt.table.ancestors(h))
     for i in indices:
         if i in step.results:  # it ran before and suspended
             step.attempts[i] = step.attempts.get(i, 0) + 1

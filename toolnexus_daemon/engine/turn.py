@@ -174,7 +174,7 @@ def message_text(message: JSON) -> str:
 
 def _add_usage(rt: RuntimeContext, h: Handle, reply: ModelReply) -> list[Handle]:
     h.own_usage = h.own_usage + reply.usage
-    touched = [h, *rt.ancestors(h)]
+    touched = [h, *rt.table.ancestors(h)]
     for a in touched:
         a.usage = a.usage + reply.usage
     return touched

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 async def spawn(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget | None,
                 task_key: str) -> Handle:
-    parent = rt.handle(parent_id or ROOT_ID)
+    parent = rt.table.handle(parent_id or ROOT_ID)
     agent = rt.agents.get(agent_name)
     if agent is None:
         raise NotFound(f'unknown agent "{agent_name}" (known: {", ".join(sorted(rt.agents))})')
