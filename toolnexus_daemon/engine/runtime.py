@@ -48,7 +48,7 @@ from . import resume as resume_mod
 from . import task as task_mod
 from .change import Change
 from .checkpoint import Call
-from .committer import Committer
+from .committer import AllowAll, CommitGuard, Committer
 from .handle import Handle
 from .handles import HandleTable
 from .lifetime import RuntimeLifetime
@@ -73,6 +73,8 @@ class RuntimeDeps:
     observer: Callable[[Runtime, list[Event]], None] | None = None
     # what model replies and tool results may carry before they are committed
     limits: PeerLimits = field(default_factory=PeerLimits)
+    # asked before every store transaction of this runtime (the cluster's lease check goes here)
+    guard: CommitGuard = field(default_factory=AllowAll)
 
 
 class Runtime:
@@ -94,7 +96,7 @@ class Runtime:
         next_seq = deps.store.last_seq(runtime_id) + 1
         self.requests = RequestIndex(deps.store, runtime_id)
         first = deps.store.events(runtime_id, 0, 1)
-        self._committer = Committer(self, next_seq, first[0].seq if first else next_seq)
+        self._committer = Committer(self, next_seq, first[0].seq if first else next_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
         self._escalations: dict[str, asyncio.Lock] = {}
 
