@@ -10,10 +10,15 @@ import grimp
 ENGINE = "toolnexus_daemon.engine"
 
 
-def _engine_graph() -> dict[str, set[str]]:
+def _graph(package: str) -> dict[str, set[str]]:
+    """Direct imports between the modules of ``package`` (of the daemon)."""
     graph = grimp.build_graph("toolnexus_daemon", include_external_packages=False, cache_dir=None)
-    modules = {m for m in graph.modules if m == ENGINE or m.startswith(ENGINE + ".")}
+    modules = {m for m in graph.modules if m == package or m.startswith(package + ".")}
     return {m: graph.find_modules_directly_imported_by(m) & modules for m in modules}
+
+
+def _engine_graph() -> dict[str, set[str]]:
+    return _graph(ENGINE)
 
 
 def _cycle(edges: dict[str, set[str]]) -> list[str]:
@@ -56,3 +61,8 @@ def test_no_verb_imports_the_runtime() -> None:
     edges = _engine_graph()
     importers = sorted(m for m, deps in edges.items() if f"{ENGINE}.runtime" in deps)
     assert importers == [f"{ENGINE}.engine"], importers
+
+
+def test_no_import_cycle_in_the_daemon_package() -> None:
+    cycle = _cycle(_graph("toolnexus_daemon"))
+    assert not cycle, "import cycle in the daemon: " + " -> ".join(cycle)
