@@ -1,10 +1,11 @@
-"""One runtime: its registry, its handles, its event log, and the verbs on them.
+"""One runtime: its registry and event bus, the owners of its state, and one method per verb.
 
-Every state change goes through ``commit``: the change, its checkpoint and its
-events land in one store transaction under the runtime's commit lock (which
-is what keeps event seqs gapless and in order), and only then are the events
-published live. A failed commit reloads the touched handles from the store,
-so memory never runs ahead of disk.
+The state has owners of its own: the handle table (``handles.py``), the request index
+(``requests.py``), the committer (``committer.py``: every change, its checkpoint and its events
+land in one store transaction, in order, with gapless event seqs, and only then are the events
+published live; a refused commit reloads the touched handles) and the lifetime (``lifetime.py``:
+load, recovery, running turns, stop). The verb modules see this class only through
+``context.RuntimeContext``, so the engine's imports run one way.
 """
 
 from __future__ import annotations
