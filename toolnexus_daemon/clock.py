@@ -50,7 +50,8 @@ class ManualClock:
     """A virtual clock for engine tests: time moves only when ``advance`` (or ``sleep``) says.
 
     Expiry, wall budgets and latencies become exact and instant to test — no dates in the past,
-    no real waiting."""
+    no real waiting. Timeouts (``wait_for``, ``wait_done``: Wait's timeout_ms, tool deadlines,
+    the close grace) fire only when the test advances the clock past them."""
 
     def __init__(self, start: float = 1_800_000_000.0) -> None:
         self._now = start
