@@ -37,10 +37,10 @@ from .envexpand import EnvAllowList
 from .errors import StoreError, StoreLocked
 from .llm.factory import model_factory
 from .model import Event, ToolSource
-from .relay import WorkerHub
 from .observe.http import MetricsListenError, MetricsServer
 from .observe.logs import configure, log_events
 from .observe.metrics import Metrics
+from .relay import WorkerHub
 from .store.base import Store
 from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor

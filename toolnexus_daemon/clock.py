@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -18,6 +22,12 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Suspend the caller for ``seconds``."""
 
+    async def wait_for(self, aw: Awaitable[T], seconds: float) -> T:
+        """``aw``'s result, or ``TimeoutError`` (``aw`` cancelled) once ``seconds`` have passed."""
+
+    async def wait_done(self, fut: asyncio.Future[Any], seconds: float) -> None:
+        """Return when ``fut`` is done or ``seconds`` have passed; never cancels ``fut``."""
+
 
 class SystemClock:
     def now(self) -> float:
@@ -29,16 +39,25 @@ class SystemClock:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
+    async def wait_for(self, aw: Awaitable[T], seconds: float) -> T:
+        return await asyncio.wait_for(aw, seconds)
+
+    async def wait_done(self, fut: asyncio.Future[Any], seconds: float) -> None:
+        await asyncio.wait({fut}, timeout=seconds)
+
 
 class ManualClock:
     """A virtual clock for engine tests: time moves only when ``advance`` (or ``sleep``) says.
 
     Expiry, wall budgets and latencies become exact and instant to test — no dates in the past,
-    no real waiting."""
+    no real waiting. Timeouts (``wait_for``, ``wait_done``: Wait's timeout_ms, tool deadlines,
+    the close grace) fire only when the test advances the clock past them."""
 
     def __init__(self, start: float = 1_800_000_000.0) -> None:
         self._now = start
         self._mono = 0.0
+        # timeouts under way: (monotonic deadline, future set when it passes)
+        self._timers: list[tuple[float, asyncio.Future[None]]] = []
 
     def now(self) -> float:
         return self._now
@@ -47,12 +66,46 @@ class ManualClock:
         return self._mono
 
     def advance(self, seconds: float) -> None:
+        """Move time on; every timeout whose deadline is now passed fires."""
         self._now += seconds
         self._mono += seconds
+        due = [t for t in self._timers if t[0] <= self._mono]
+        self._timers = [t for t in self._timers if t[0] > self._mono]
+        for _, fut in due:
+            if not fut.done():
+                fut.set_result(None)
 
     async def sleep(self, seconds: float) -> None:
         self.advance(seconds)
         await asyncio.sleep(0)
+
+    async def wait_for(self, aw: Awaitable[T], seconds: float) -> T:
+        task = asyncio.ensure_future(aw)
+        try:
+            await self.wait_done(task, seconds)
+        except BaseException:  # the caller was cancelled: so is what it waited for
+            task.cancel()
+            raise
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise TimeoutError
+        return task.result()
+
+    async def wait_done(self, fut: asyncio.Future[Any], seconds: float) -> None:
+        if fut.done():
+            return
+        timer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (self._mono + seconds, timer)
+        self._timers.append(entry)
+        if seconds <= 0:
+            self.advance(0)
+        try:
+            await asyncio.wait({fut, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if entry in self._timers:
+                self._timers.remove(entry)
 
 
 def rfc3339(ts: float) -> str:

@@ -15,8 +15,6 @@ from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.api.convert import from_struct
 from toolnexus_daemon.api.worker_channel import daemon_message, worker_reply
-from toolnexus_devtools import ScriptedModelServer
-from toolnexus_devtools.model_server import chat_response, tool_call
 from toolnexus_daemon.errors import InvalidArgument
 from toolnexus_daemon.model import Answer, Request, ToolResult
 from toolnexus_daemon.relay import (
@@ -29,6 +27,8 @@ from toolnexus_daemon.relay import (
     ToolOutcomeIn,
     refused,
 )
+from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools.model_server import chat_response, tool_call
 
 # ---------------------------------------------------------------- typed <-> protobuf
 

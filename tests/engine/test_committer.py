@@ -36,7 +36,7 @@ async def _runtime(store: CountingStore):  # type: ignore[no-untyped-def]
 
 
 def _note(rt, text: str) -> Change:  # type: ignore[no-untyped-def]
-    return Change().event(rt.handle("root"), EventType.POST, text)
+    return Change().event(rt.table.handle("root"), EventType.POST, text)
 
 
 async def test_concurrent_changes_share_transactions_and_keep_their_order() -> None:

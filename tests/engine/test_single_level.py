@@ -123,7 +123,15 @@ async def test_wait_timeout_leaves_the_handle_running(bench: Bench) -> None:
     rt = await new_runtime(bench, "rt2", SECRET)
     h = await rt.spawn("root", "secret")
     await rt.wake(h.id, "go")
-    result = await rt.wait(h.id, 50)
+    waiting = asyncio.create_task(rt.wait(h.id, 50))
+    for _ in range(20):  # let the turn reach the tool: time stands still meanwhile
+        await asyncio.sleep(0)
+    assert not waiting.done(), "on the virtual clock no time passed yet"
+    bench.clock.advance(0.049)
+    await asyncio.sleep(0)
+    assert not waiting.done(), "49 virtual ms are short of the 50 ms timeout"
+    bench.clock.advance(0.001)
+    result = await waiting
     assert result.status is Status.TIMEOUT and result.text == "wait timeout after 50ms (child still running)"
     assert rt.snapshot(h.id).state is HandleState.RUNNING
     gate.set()

@@ -125,11 +125,14 @@ async def test_orphans_and_live_nodes(pair: tuple[Member, Member], pg_dsn: str) 
     assert a.leases.orphans() == ["rt-8"]
     a.leases.renew({})
     b.leases.renew({})
+    seen = time.monotonic()
     nodes = {n.node: n for n in a.leases.live_nodes()}
     assert nodes["node-a"].runtimes == ("rt-6",) and nodes["node-b"].runtimes == ("rt-7",)
     assert nodes["node-b"].address == "node-b.local:7000"
     _expire(a, "rt-6")
+    _expire(a, "rt-7")
     assert set(a.leases.orphans()) == {"rt-6", "rt-7", "rt-8"}
+    time.sleep(max(0.0, seen + 2 * LEASE_MS / 1000 - time.monotonic()))  # past one lease since seen
     assert a.leases.live_nodes() == []  # nobody renewed within a lease
 
 

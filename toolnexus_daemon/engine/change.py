@@ -15,7 +15,7 @@ from .checkpoint import Checkpoint
 from .handle import Handle
 
 if TYPE_CHECKING:
-    from .requests import RequestEntry
+    from .request_entry import RequestEntry
 
 
 @dataclass

@@ -14,23 +14,72 @@ it is never applied before messages an earlier change appended.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..clock import rfc3339
 from ..errors import StoreError
-from ..model import Event
+from ..model import JSON, Event, RuntimeOptions
 from ..store.base import Batch
 from .change import Change, EventSpec
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
+from .context import Deps
+from .handles import HandleTable
 
 # the most changes one transaction carries
 MAX_GROUP = 256
 # past the event retention, at most this many events wait for the next (batched) drop
 DROP_BATCH_MAX = 1024
+
+
+class CommitHost(Protocol):
+    """What the committer needs of its runtime (``Runtime`` satisfies it): no verb, no handle table."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def options(self) -> RuntimeOptions: ...
+    @property
+    def deps(self) -> Deps: ...
+    @property
+    def table(self) -> HandleTable: ...
+    def record(self) -> JSON: ...
+    def publish(self, events: list[Event]) -> None: ...
+
+
+class CommitGuard(Protocol):
+    """The one place a commit may be refused before it reaches the store.
+
+    Called with the runtime id and the batch just before every store transaction; raising a
+    ``StoreError`` (or a subclass) fails the group like a store refusal would. The cluster
+    work hooks its lease check here; today the default allows every commit."""
+
+    def check(self, runtime_id: str, batch: Batch) -> None: ...
+
+
+class AllowAll:
+    """The default ``CommitGuard``: every commit may proceed."""
+
+    def check(self, runtime_id: str, batch: Batch) -> None:
+        return None
+
+
+def to_batch(runtime_id: str, change: Change, record: JSON | None) -> Batch:
+    """Serialise ``change`` into store records, once, when it is made (never a later state).
+
+    ``record`` is the runtime record, given only when the change carries it."""
+    batch = Batch()
+    rid = runtime_id
+    if record is not None:
+        batch.runtimes[rid] = record
+    for hid, h in change.handles.items():
+        batch.handles[(rid, hid)] = h.to_json()
+    batch.messages += [(rid, hid, idx, msg) for hid, idx, msg in change.messages]
+    batch.truncate += [(rid, hid, idx) for hid, idx in change.truncate]
+    for hid, cp in change.checkpoints.items():
+        batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
+    for req_id, entry in change.requests.items():
+        batch.requests[(rid, req_id)] = entry.to_json()
+    return batch
 
 
 @dataclass
@@ -44,8 +93,10 @@ class _Queued:
 class Committer:
     """Owns the event sequence of a runtime and the order its changes reach the store."""
 
-    def __init__(self, rt: Runtime, next_seq: int, first_seq: int) -> None:
+    def __init__(self, rt: CommitHost, next_seq: int, first_seq: int,
+                 guard: CommitGuard | None = None) -> None:
         self._rt = rt
+        self._guard: CommitGuard = guard or AllowAll()
         self.next_seq = next_seq
         # the oldest seq still stored (event retention drops older ones)
         self.first_seq = first_seq
@@ -55,9 +106,8 @@ class Committer:
 
     async def commit(self, change: Change) -> None:
         """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
-        self._rt.settle_restores()  # memory must not run ahead of a store that refused a change
-        batch = Batch()
-        self._rt.fill_batch(batch, change)
+        self._rt.table.settle_restores()  # memory must not run ahead of a store that refused a change
+        batch = to_batch(self._rt.id, change, self._rt.record() if change.runtime else None)
         item = _Queued(change, batch, asyncio.get_running_loop().create_future())
         self._queue.append(item)
         self._last = item.done
@@ -101,7 +151,7 @@ class Committer:
 
     def _fail(self, item: _Queued, exc: Exception) -> None:
         try:
-            self._rt.restore(item.change)
+            self._rt.table.restore(item.change.handles)
         finally:  # whatever restoring does, the caller hears of its refused change
             if not item.done.done():
                 item.done.set_exception(exc)
@@ -119,6 +169,7 @@ class Committer:
             batch.drop_events.append((self._rt.id, keep_from))
         else:
             keep_from = self.first_seq
+        self._guard.check(self._rt.id, batch)
         await self._rt.deps.store.commit(batch)
         self.next_seq += len(events)
         self.first_seq = max(self.first_seq, keep_from)
@@ -144,10 +195,7 @@ class Committer:
         return min(DROP_BATCH_MAX, self._rt.options.event_retention // 16)
 
     def _publish(self, events: list[Event]) -> None:
-        self._rt.bus.publish(events)
-        observer: Callable[[Runtime, list[Event]], None] | None = self._rt.deps.observer
-        if observer is not None:
-            observer(self._rt, events)
+        self._rt.publish(events)
 
 
 def _merge(into: Batch, later: Batch) -> None:

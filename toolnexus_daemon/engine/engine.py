@@ -109,8 +109,8 @@ class Engine:
             if rt is None:
                 continue
             self._runtimes[rid] = rt
-            recovered += rt.recover()
-            await rt.recover_queues()
+            recovered += rt.lifetime.recover()
+            await rt.lifetime.recover_queues()
         return recovered
 
     def _load(self, rid: str, fence: Fence | None = None) -> Runtime | None:
@@ -118,7 +118,7 @@ class Engine:
         if rec is None:
             return None
         rt = self._build(rid, rec, fence)
-        rt.load_handles()
+        rt.lifetime.load()
         return rt
 
     # ------------------------------------------------------------------ cluster
@@ -158,8 +158,8 @@ class Engine:
         if rt is None:
             return None
         self._runtimes[rid] = rt
-        recovered = rt.recover()
-        await rt.recover_queues()
+        recovered = rt.lifetime.recover()
+        await rt.lifetime.recover_queues()
         log.info("runtime taken over", extra={"runtime": rid, "epoch": fence.epoch, "recovered": recovered})
         return rt
 
@@ -180,8 +180,7 @@ class Engine:
         if rt is None:
             return
         log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
-        rt.retired = "the runtime moved to another daemon of the cluster"
-        rt.gone.set()
+        rt.lifetime.retire("the runtime moved to another daemon of the cluster")
         for listener in self.lost_listeners:
             listener(runtime_id)
         task = asyncio.get_running_loop().create_task(self._forget(rt))
@@ -189,8 +188,7 @@ class Engine:
         task.add_done_callback(self._forgetting.discard)
 
     async def _forget(self, rt: Runtime) -> None:
-        await rt.stop_tasks()
-        rt.bus.close()
+        await rt.lifetime.stop()
         await rt.deps.model.aclose()
 
     async def stop(self) -> None:
@@ -198,8 +196,7 @@ class Engine:
         a cluster on the daemon that takes each runtime: its lease is released once it is stopped)."""
         self.stopping = True
         for rt in list(self._runtimes.values()):
-            await rt.stop_tasks()
-            rt.bus.close()
+            await rt.lifetime.stop()
         if self.ownership is not None:
             for rid in list(self._runtimes):
                 try:
@@ -326,8 +323,7 @@ class Engine:
         rt = self.runtime(runtime_id)
         await rt.shutdown()
         if purge:
-            await rt.stop_tasks()
-            rt.bus.close()
+            await rt.lifetime.stop()
             await rt.deps.store.commit(Batch(purge=[rt.id]))  # fenced by the lease in a cluster
             self._runtimes.pop(rt.id, None)
             await rt.deps.model.aclose()

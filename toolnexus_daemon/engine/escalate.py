@@ -19,23 +19,23 @@ from .change import Change
 from .handle import Handle
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 Reinvoke = Callable[[Answer], Awaitable[ToolResult]]
 
 
-def authority(rt: Runtime, h: Handle) -> str | None:
+def authority(rt: RuntimeContext, h: Handle) -> str | None:
     """Who answers for ``h``: ``self``, the nearest ancestor with ``wait_for``, ``runtime``, or None."""
     if rt.agent_of(h).wait_for:
         return "self"
-    for a in rt.ancestors(h):
+    for a in rt.table.ancestors(h):
         agent = rt.agents.get(a.agent)
         if a.id != ROOT_ID and agent is not None and agent.wait_for:
             return a.id
     return "runtime" if rt.options.wait_for else None
 
 
-async def try_inline(rt: Runtime, h: Handle, call_id: str, request: Request,
+async def try_inline(rt: RuntimeContext, h: Handle, call_id: str, request: Request,
                      reinvoke: Reinvoke) -> ToolResult | None:
     """The call's resolved result, or None when the suspension must stay durable."""
     who = authority(rt, h)
@@ -57,7 +57,7 @@ async def try_inline(rt: Runtime, h: Handle, call_id: str, request: Request,
     return ToolResult(output=f"unresolved: {request.prompt}") if again.pending is not None else again
 
 
-async def _flip(rt: Runtime, h: Handle, request: Request, who: str) -> None:
+async def _flip(rt: RuntimeContext, h: Handle, request: Request, who: str) -> None:
     assert h.cp is not None
     h.state, h.pending, h.escalating = HandleState.SUSPENDED, request, True
     change = Change().save(h).checkpoint(h, h.cp)
@@ -67,7 +67,7 @@ async def _flip(rt: Runtime, h: Handle, request: Request, who: str) -> None:
     await rt.commit(change)
 
 
-async def _back(rt: Runtime, h: Handle, answer: Answer | None) -> None:
+async def _back(rt: RuntimeContext, h: Handle, answer: Answer | None) -> None:
     assert h.cp is not None
     h.state, h.pending, h.escalating = HandleState.RUNNING, None, False
     change = Change().save(h).checkpoint(h, h.cp)
@@ -82,6 +82,6 @@ async def _back(rt: Runtime, h: Handle, answer: Answer | None) -> None:
     await rt.commit(change)
 
 
-def _expired(rt: Runtime, request: Request) -> bool:
+def _expired(rt: RuntimeContext, request: Request) -> bool:
     deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
     return deadline is not None and rt.deps.clock.now() > deadline

@@ -22,7 +22,7 @@ from .change import Change
 from .handle import Handle
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Interrupted:
     inbox_restored: int  # drained inbox items the abandoned turn put back
 
 
-async def interrupt(rt: Runtime, h: Handle) -> Interrupted:
+async def interrupt(rt: RuntimeContext, h: Handle) -> Interrupted:
     """Abort ``h``'s running turn, or cancel its pending request; FAILED_PRECONDITION otherwise."""
     prior = h.state
     restored = len(h.cp.drained) if h.cp is not None else 0
@@ -54,16 +54,16 @@ async def interrupt(rt: Runtime, h: Handle) -> Interrupted:
     return Interrupted(prior, cancelled, restored)
 
 
-async def close(rt: Runtime, h: Handle, reason: str, *, keep_result: bool = False) -> None:
+async def close(rt: RuntimeContext, h: Handle, reason: str, *, keep_result: bool = False) -> None:
     """Close ``h`` and its subtree, leaf first; a running turn gets the close grace first.
 
     ``keep_result`` keeps ``h``'s settled result as its last result (a ``task`` child, whose
     recorded result a reattaching parent must still find)."""
-    for member in reversed(rt.preorder(h.id)):
+    for member in reversed(rt.table.preorder(h.id)):
         await _close_one(rt, member, reason, keep_result and member is h)
 
 
-async def _close_one(rt: Runtime, h: Handle, reason: str, keep_result: bool = False) -> None:
+async def _close_one(rt: RuntimeContext, h: Handle, reason: str, keep_result: bool = False) -> None:
     if h.state is HandleState.CLOSED:
         return
     if h.state is HandleState.RUNNING:
@@ -91,16 +91,16 @@ def _closed_meanwhile(h: Handle) -> bool:
     return h.state is HandleState.CLOSED
 
 
-async def _grace(rt: Runtime, h: Handle) -> None:
+async def _grace(rt: RuntimeContext, h: Handle) -> None:
     """Let a running turn finish within the runtime's close grace."""
     if h.task is None or h.task.done():
         return
     # asyncio.wait neither cancels the turn on timeout nor raises when a concurrent Close cancels
     # it (waiting on a shield of it did, which left that Close's RPC unanswered)
-    await asyncio.wait({h.task}, timeout=rt.options.close_grace_ms / 1000)
+    await rt.deps.clock.wait_done(h.task, rt.options.close_grace_ms / 1000)
 
 
-async def _stop_turn(rt: Runtime, h: Handle) -> None:
+async def _stop_turn(rt: RuntimeContext, h: Handle) -> None:
     task = h.task
     if task is not None and not task.done() and task is not asyncio.current_task():
         task.cancel()
@@ -109,7 +109,7 @@ async def _stop_turn(rt: Runtime, h: Handle) -> None:
     h.task = None
 
 
-def _drop_turn(rt: Runtime, h: Handle) -> Change:
+def _drop_turn(rt: RuntimeContext, h: Handle) -> Change:
     """Forget the open turn of ``h``: messages past the transcript, the checkpoint, the pending."""
     change = Change()
     cp = h.cp
@@ -126,12 +126,12 @@ def _drop_turn(rt: Runtime, h: Handle) -> Change:
     return change
 
 
-def _cancel_request(rt: Runtime, h: Handle, change: Change) -> None:
+def _cancel_request(rt: RuntimeContext, h: Handle, change: Change) -> None:
     assert h.pending is not None
     rt.requests.cancel(change, h.pending.id, h.id)
 
 
-async def _abandon(rt: Runtime, h: Handle, prior: HandleState, note: str, status: Status) -> None:
+async def _abandon(rt: RuntimeContext, h: Handle, prior: HandleState, note: str, status: Status) -> None:
     change = _drop_turn(rt, h)
     result = h.result(status, "interrupted")
     h.state = HandleState.IDLE
@@ -142,15 +142,15 @@ async def _abandon(rt: Runtime, h: Handle, prior: HandleState, note: str, status
     h.settle_waiters(result)
 
 
-def _pending_chain(rt: Runtime, h: Handle) -> list[Handle]:
+def _pending_chain(rt: RuntimeContext, h: Handle) -> list[Handle]:
     """Every handle suspended on ``h``'s request in ``h``'s line (descendants and ancestors), leaf first."""
     assert h.pending is not None
     rid = h.pending.id
-    line = [*rt.preorder(h.id)][::-1] + rt.ancestors(h)
+    line = [*rt.table.preorder(h.id)][::-1] + rt.table.ancestors(h)
     return [m for m in line if m.state is HandleState.SUSPENDED and m.pending is not None
             and m.pending.id == rid]
 
 
-async def shutdown(rt: Runtime) -> None:
+async def shutdown(rt: RuntimeContext) -> None:
     """Close every handle of the runtime leaf-first, the root last."""
-    await close(rt, rt.handle(ROOT_ID), "shutdown")
+    await close(rt, rt.table.handle(ROOT_ID), "shutdown")

@@ -25,7 +25,7 @@ from .requests import RequestEntry, WaitState
 from .step import announce_reinvocations
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 
 
@@ -44,7 +44,7 @@ class Accepted:
     duplicate: bool
 
 
-def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Change | None]:
+def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted, Change | None]:
     """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller."""
     if not answer.id:
         raise InvalidArgument("answer.id is required (the id of the pending Request)")
@@ -54,9 +54,9 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     target = _pick(rt, answer.id, entry.pending(), handle_id)
     if target is None:
         return _duplicate_or_refuse(rt, answer, entry, handle_id), None
-    leaf = rt.handle(target)
+    leaf = rt.table.handle(target)
     effective = _expired_as_decline(rt, answer, Request.from_json(entry.request))
-    chain = [leaf] + [a for a in rt.ancestors(leaf) if _suspended_on(a, answer.id)]
+    chain = [leaf] + [a for a in rt.table.ancestors(leaf) if _suspended_on(a, answer.id)]
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
     change = Change()
@@ -66,10 +66,10 @@ def accept(rt: Runtime, answer: Answer, handle_id: str) -> tuple[Accepted, Chang
     return Accepted(chain=chain, duplicate=False), change
 
 
-def _pick(rt: Runtime, req_id: str, pending: list[str], handle_id: str) -> str | None:
+def _pick(rt: RuntimeContext, req_id: str, pending: list[str], handle_id: str) -> str | None:
     """The leaf to answer: the only pending one, or the one ``handle_id`` names (or sits above)."""
     if handle_id:
-        rt.handle(handle_id)
+        rt.table.handle(handle_id)
         mine = [hid for hid in pending if hid == handle_id or hid.startswith(handle_id + "/")]
         if len(mine) > 1:
             raise FailedPrecondition(f'request "{req_id}" is pending on several handles below "{handle_id}" '
@@ -81,19 +81,19 @@ def _pick(rt: Runtime, req_id: str, pending: list[str], handle_id: str) -> str |
     return pending[0] if pending else None
 
 
-def _duplicate_or_refuse(rt: Runtime, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
+def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
     """No pending handle is left: the same answer again is a no-op; another one is refused."""
     for hid, wait in entry.waits.items():
         if handle_id and not (hid == handle_id or hid.startswith(handle_id + "/")):
             continue
         if wait.answer is not None and wait.answer == answer:
-            return Accepted(chain=[rt.handle(wait.top or hid)], duplicate=True)
+            return Accepted(chain=[rt.table.handle(wait.top or hid)], duplicate=True)
     state = next(iter(entry.waits.values())).state if entry.waits else WaitState.ANSWERED
     raise FailedPrecondition(
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')
 
 
-def _expired_as_decline(rt: Runtime, answer: Answer, request: Request) -> Answer:
+def _expired_as_decline(rt: RuntimeContext, answer: Answer, request: Request) -> Answer:
     """An answer after ``expires_at`` is a decline with reason ``expired``."""
     deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
     if deadline is not None and rt.deps.clock.now() > deadline:
@@ -105,7 +105,7 @@ def _suspended_on(h: Handle, request_id: str) -> bool:
     return h.state is HandleState.SUSPENDED and h.pending is not None and h.pending.id == request_id
 
 
-def _restart(rt: Runtime, h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
+def _restart(rt: RuntimeContext, h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
     """``suspended→idle→running`` with the answer waiting in the checkpoint, and the calls it
     re-runs announced with their new call_ids."""
     assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"

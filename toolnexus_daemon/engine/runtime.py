@@ -1,10 +1,11 @@
-"""One runtime: its registry, its handles, its event log, and the verbs on them.
+"""One runtime: its registry and event bus, the owners of its state, and one method per verb.
 
-Every state change goes through ``commit``: the change, its checkpoint and its
-events land in one store transaction under the runtime's commit lock (which
-is what keeps event seqs gapless and in order), and only then are the events
-published live. A failed commit reloads the touched handles from the store,
-so memory never runs ahead of disk.
+The state has owners of its own: the handle table (``handles.py``), the request index
+(``requests.py``), the committer (``committer.py``: every change, its checkpoint and its events
+land in one store transaction, in order, with gapless event seqs, and only then are the events
+published live; a refused commit reloads the touched handles) and the lifetime (``lifetime.py``:
+load, recovery, running turns, stop). The verb modules see this class only through
+``context.RuntimeContext``, so the engine's imports run one way.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from dataclasses import dataclass, field, replace
 from ..bounds import PeerLimits
 from ..clock import Clock, rfc3339
 from ..errors import (
-    DataLoss,
     FailedPrecondition,
     InvalidArgument,
-    NotFound,
     OutOfRange,
     ResourceExhausted,
-    StoreError,
-    StoreUnavailable,
 )
 from ..events import EventBus
 from ..llm.base import ModelTransport
@@ -45,16 +42,17 @@ from ..model import (
     ToolResult,
     ToolSource,
 )
-from ..store.base import Batch, Store
+from ..store.base import Store
 from ..tools.base import Resolver, ToolExecutor
 from . import lifecycle, notes, wakes
 from . import resume as resume_mod
 from . import task as task_mod
-from .cache import HandleCache
 from .change import Change
-from .checkpoint import Call, Checkpoint
-from .committer import Committer
-from .handle import Handle, children_log, storable_id
+from .checkpoint import Call
+from .committer import AllowAll, CommitGuard, Committer
+from .handle import Handle
+from .handles import HandleTable
+from .lifetime import RuntimeLifetime
 from .requests import RequestIndex
 from .resume import ResumeOutcome
 from .watch import watch as watch_events
@@ -76,6 +74,8 @@ class RuntimeDeps:
     observer: Callable[[Runtime, list[Event]], None] | None = None
     # what model replies and tool results may carry before they are committed
     limits: PeerLimits = field(default_factory=PeerLimits)
+    # asked before every store transaction of this runtime (the cluster's lease check goes here)
+    guard: CommitGuard = field(default_factory=AllowAll)
 
 
 class Runtime:
@@ -89,21 +89,15 @@ class Runtime:
         self.options = options
         self.deps = deps
         self.created_at = created_at
-        # set when this daemon gave the runtime up (cluster): why its streams and waits ended
-        self.retired = ""
-        self.gone = asyncio.Event()
-        self.handles = HandleCache(self._load_handle)
-        # handles a failed commit left ahead of an unreachable store (see ``restore``)
-        self._unrestored: dict[str, Handle] = {}
-        # handles load_handles found running, escalating or holding queued wakes
-        self._recovering: list[Handle] = []
+        self.table = HandleTable(deps.store, runtime_id)
+        self.handles = self.table.cache
         self.bus = EventBus()
+        self.lifetime = RuntimeLifetime(self, self.table)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
         next_seq = deps.store.last_seq(runtime_id) + 1
         self.requests = RequestIndex(deps.store, runtime_id)
         first = deps.store.events(runtime_id, 0, 1)
-        self._committer = Committer(self, next_seq, first[0].seq if first else next_seq)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._committer = Committer(self, next_seq, first[0].seq if first else next_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
         self._escalations: dict[str, asyncio.Lock] = {}
 
@@ -113,35 +107,6 @@ class Runtime:
         return {"id": self.id, "agents": [a.to_json() for a in self.agents.values()],
                 "llm": self.llm.to_json(), "options": self.options.to_json(), "created_at": self.created_at,
                 "key_digest": self.key_digest}
-
-    def load_handles(self) -> None:
-        """Keep in memory only what recovery needs; parked handles stay on disk until used.
-
-        Reads the store's recovery index, not the handle records, so a start costs the
-        same whether 10 or 100,000 handles are parked.
-        """
-        for hid in dict.fromkeys([ROOT_ID, *self.deps.store.handles_to_recover(self.id)]):
-            h = self._load_handle(hid)
-            if h is None:
-                raise StoreError(f"recovery/{self.id}/{hid} names a handle with no record")
-            self.handles[h.id] = h
-            self._recovering.append(h)
-
-    def _load_handle(self, handle_id: str) -> Handle | None:
-        rec = self.deps.store.get_handle(self.id, handle_id)
-        return self._read_handle(rec) if rec is not None else None
-
-    def _read_handle(self, rec: JSON) -> Handle:
-        h = Handle.from_json(rec)
-        if h.spawn_count:
-            h.read_children = self._children_reader(h.id)
-        cp = self.deps.store.get_checkpoint(self.id, h.id)
-        h.cp = Checkpoint.from_json(cp) if cp else None
-        return h
-
-    def _children_reader(self, handle_id: str) -> Callable[[], list[str]]:
-        store, rid, log_key = self.deps.store, self.id, children_log(handle_id)
-        return lambda: [m["id"] for m in store.messages(rid, log_key)]
 
     def replace_registry(self, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
                          model: ModelTransport) -> None:
@@ -156,45 +121,11 @@ class Runtime:
         """Commit ``change`` atomically, in order with every other change of this runtime."""
         await self._committer.commit(change)
 
-    def fill_batch(self, batch: Batch, change: Change) -> None:
-        """Add ``change``'s records to ``batch``; handles and checkpoints are serialised now."""
-        rid = self.id
-        if change.runtime:
-            batch.runtimes[rid] = self.record()
-        for hid, h in change.handles.items():
-            batch.handles[(rid, hid)] = h.to_json()
-        batch.messages += [(rid, hid, idx, msg) for hid, idx, msg in change.messages]
-        batch.truncate += [(rid, hid, idx) for hid, idx in change.truncate]
-        for hid, cp in change.checkpoints.items():
-            batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
-        for req_id, entry in change.requests.items():
-            batch.requests[(rid, req_id)] = entry.to_json()
-
-    def restore(self, change: Change) -> None:
-        """After a failed commit, the store is the truth: reload what the change touched, in place
-        (whoever holds a handle keeps holding the one the cache hands out). When the store cannot
-        be read either (its database is away), the handles are remembered and reloaded by
-        ``settle_restores`` before this runtime's next lookup or commit."""
-        self._unrestored.update(change.handles)
-        try:
-            self.settle_restores()
-        except StoreUnavailable as exc:
-            log.warning("handles not reloaded after a failed commit; retried once the store is back",
-                        extra={"runtime": self.id, "handles": sorted(self._unrestored), "error": str(exc)})
-
-    def settle_restores(self) -> None:
-        """Reload the handles a failed commit left ahead of the store; raises ``StoreUnavailable``
-        (nothing changed) while the store still cannot be read."""
-        if not self._unrestored:
-            return
-        records = {hid: self.deps.store.get_handle(self.id, hid) for hid in self._unrestored}
-        for hid, rec in records.items():
-            h = self._unrestored[hid]
-            if rec is None:
-                self.handles.pop(hid, None)
-            else:
-                h.restore_from(self._read_handle(rec))
-        self._unrestored.clear()
+    def publish(self, events: list[Event]) -> None:
+        """Committed events: to live watchers, then to the observer (metrics, logs)."""
+        self.bus.publish(events)
+        if self.deps.observer is not None:
+            self.deps.observer(self, events)
 
     @property
     def first_seq(self) -> int:
@@ -213,46 +144,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ lookups
 
-    def handle(self, handle_id: str) -> Handle:
-        if not handle_id:
-            raise InvalidArgument("handle is required (a handle id such as root/worker.1)")
-        try:
-            self.settle_restores()
-            h = self.handles.get(handle_id) if storable_id(handle_id) else None
-        except StoreUnavailable:  # the database is away: UNAVAILABLE, the record is not damaged
-            raise
-        except StoreError as exc:  # a damaged record costs that handle, not the runtime or the daemon
-            log.error("handle record cannot be read", extra={"runtime": self.id, "handle": handle_id,
-                                                             "error": str(exc)})
-            raise DataLoss(f'handle "{handle_id}" of runtime "{self.id}" cannot be read: {exc}') from exc
-        if h is None:
-            raise NotFound(f'unknown handle "{handle_id}" in runtime "{self.id}"')
-        return h
-
     def agent_of(self, h: Handle) -> AgentDef:
         agent = self.agents.get(h.agent)
         if agent is None:
             raise FailedPrecondition(
                 f'handle "{h.id}" runs agent "{h.agent}", which the current registry no longer defines')
         return agent
-
-    def ancestors(self, h: Handle) -> list[Handle]:
-        out: list[Handle] = []
-        parent = h.parent
-        while parent is not None:
-            p = self.handles[parent]
-            out.append(p)
-            parent = p.parent
-        return out
-
-    def preorder(self, root_id: str = ROOT_ID) -> list[Handle]:
-        out: list[Handle] = []
-        stack = [root_id]
-        while stack:
-            h = self.handles[stack.pop()]
-            out.append(h)
-            stack.extend(reversed(h.children))
-        return out
 
     def max_turns(self, h: Handle) -> int:
         return h.budget.max_turns or self.options.max_turns
@@ -271,10 +168,10 @@ class Runtime:
 
     async def wake(self, handle_id: str, prompt: str) -> bool:
         """``idle→running`` once durable (or queued behind the parent's running children)."""
-        return await wakes.wake(self, self.handle(handle_id), prompt)
+        return await wakes.wake(self, self.table.handle(handle_id), prompt)
 
     async def wait(self, handle_id: str, timeout_ms: int = 0) -> TaskResult:
-        h = self.handle(handle_id)
+        h = self.table.handle(handle_id)
         if settled_result(h) is not None:
             await self._committer.barrier()  # report only what is on disk
             settled = settled_result(h)
@@ -283,7 +180,7 @@ class Runtime:
         fut = self.waiter(h)
         try:
             if timeout_ms > 0:
-                return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+                return await self.deps.clock.wait_for(asyncio.shield(fut), timeout_ms / 1000)
             return await asyncio.shield(fut)
         except TimeoutError:
             return h.result(Status.TIMEOUT, f"wait timeout after {timeout_ms}ms (child still {h.state})")
@@ -322,16 +219,16 @@ class Runtime:
         await self._committer.barrier()
 
     def snapshot(self, handle_id: str) -> Handle:
-        return self.handle(handle_id)
+        return self.table.handle(handle_id)
 
     def list(self) -> list[Handle]:
         """Every handle in pre-order (spawn order within a parent), root excluded."""
-        return self.preorder()[1:]
+        return self.table.preorder()[1:]
 
     async def post(self, handle_id: str, item: InboxItem) -> int:
         """Append an inbox item and return its 1-based place in the inbox; a full inbox rejects at
         once (docs/protocol.md §4 Inbox)."""
-        h = self.handle(handle_id)
+        h = self.table.handle(handle_id)
         if h.state is HandleState.CLOSED:
             raise FailedPrecondition(f"inbox closed: {h.id}")
         if len(h.inbox) >= self.options.inbox_cap:
@@ -344,17 +241,17 @@ class Runtime:
         return len(h.inbox)
 
     async def interrupt(self, handle_id: str) -> lifecycle.Interrupted:
-        return await lifecycle.interrupt(self, self.handle(handle_id))
+        return await lifecycle.interrupt(self, self.table.handle(handle_id))
 
     async def close(self, handle_id: str) -> None:
-        await lifecycle.close(self, self.handle(handle_id), "closed by request")
+        await lifecycle.close(self, self.table.handle(handle_id), "closed by request")
 
     async def shutdown(self) -> None:
         await lifecycle.shutdown(self)
 
     def watch(self, after_seq: int, types: frozenset[EventType], handle: str) -> AsyncGenerator[Event, None]:
         if handle:
-            self.handle(handle)
+            self.table.handle(handle)
         if not 0 <= after_seq < MAX_SEQ:
             raise InvalidArgument(f"after_seq {after_seq} is not an event seq (0 to {MAX_SEQ - 1})")
         last = self.last_seq()
@@ -379,40 +276,21 @@ class Runtime:
     # ------------------------------------------------------------------ turns
 
     def launch(self, h: Handle) -> None:
-        from .turn import run_turn
+        self.lifetime.launch(h)
 
-        task = asyncio.create_task(run_turn(self, h), name=f"turn {self.id} {h.id}")
-        h.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    @property
+    def retired(self) -> str:
+        """Why this daemon gave the runtime up (empty while it serves it)."""
+        return self.lifetime.retired
+
+    @property
+    def gone(self) -> asyncio.Event:
+        """Set once this daemon gave the runtime up: streams and waits on it end."""
+        return self.lifetime.gone
 
     def escalation_lock(self, h: Handle) -> asyncio.Lock:
         """Serialises inline escalations of one handle (its state flips once per escalation)."""
         return self._escalations.setdefault(h.id, asyncio.Lock())
-
-    def recover(self) -> int:
-        """Continue every handle that was running (or escalating inline) when the daemon stopped."""
-        for h in self._recovering:
-            if h.state is HandleState.SUSPENDED and h.escalating:
-                h.state, h.pending, h.escalating = HandleState.RUNNING, None, False
-        running = [h for h in self._recovering if h.state is HandleState.RUNNING]
-        for h in running:
-            self.launch(h)
-        return len(running)
-
-    async def recover_queues(self) -> None:
-        """Start queued wakes whose slot was freed just before a crash."""
-        recovering, self._recovering = self._recovering, []
-        for h in recovering:
-            if h.wake_queue and h.children:
-                await wakes.slot_freed(self, self.handles[h.children[0]])
-
-    async def stop_tasks(self) -> None:
-        """Stop running turns without changing their state: they continue on the next start."""
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def settled_result(h: Handle) -> TaskResult | None:

@@ -9,13 +9,15 @@ back never releases a slot this turn does not hold.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 
 class TurnSlot:
     """``async with`` holds a slot of ``gate``; ``sleep_outside`` waits without it."""
 
-    def __init__(self, gate: asyncio.Semaphore) -> None:
+    def __init__(self, gate: asyncio.Semaphore, sleep: Callable[[float], Awaitable[None]]) -> None:
         self._gate = gate
+        self._sleep = sleep  # the runtime clock's sleep: engine tests wait on virtual time
         self._held = False
 
     async def __aenter__(self) -> TurnSlot:
@@ -30,7 +32,7 @@ class TurnSlot:
         """Wait ``seconds`` with the slot given up, then take it back."""
         self._release()
         try:
-            await asyncio.sleep(seconds)
+            await self._sleep(seconds)
         finally:
             await self._gate.acquire()
             self._held = True

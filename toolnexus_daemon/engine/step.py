@@ -24,14 +24,14 @@ from .handle import Handle
 from .suspend import TASK_TOOL, suspend_durably
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
 # durable suspensions in a row one call may make (a manager approves, then a director, ...)
 MAX_CHAINED = 8
 
-async def run_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step) -> Change:
+async def run_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step) -> Change:
     """Run every call of the step that has no kept result, concurrently, each result committed.
 
     A lone call's result is not committed here but returned in a Change that the caller
@@ -67,7 +67,7 @@ def answered_calls(step: Step) -> set[int]:
     return {i for i, r in step.results.items() if r.pending is not None and r.pending.id == asked.pending.id}
 
 
-def announce_reinvocations(rt: Runtime, h: Handle, cp: Checkpoint, change: Change) -> None:
+def announce_reinvocations(rt: RuntimeContext, h: Handle, cp: Checkpoint, change: Change) -> None:
     """Give the calls an accepted answer will run again their new call_ids in ``change`` — the
     acceptance's own commit — so their dispatch needs no commit of its own, and a crash before
     their results re-dispatches them with those same call_ids."""
@@ -78,12 +78,12 @@ def announce_reinvocations(rt: Runtime, h: Handle, cp: Checkpoint, change: Chang
         cp.reinvoke_announced = True
 
 
-def announce(rt: Runtime, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
+def announce(rt: RuntimeContext, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
     """Give each call its call_id (a new attempt for one that ran before) and a ``tool_call`` event."""
     base = f"{rt.id}/{h.id}"
-    for a in [h, *rt.ancestors(h)]:
+    for a in [h, *rt.table.ancestors(h)]:
         a.tool_calls += len(indices)
-    change.save(h, *rt.ancestors(h))
+    change.save(h, *rt.table.ancestors(h))
     for i in indices:
         if i in step.results:  # it ran before and suspended
             step.attempts[i] = step.attempts.get(i, 0) + 1
@@ -96,7 +96,7 @@ def announce(rt: Runtime, h: Handle, step: Step, indices: list[int], change: Cha
     return change
 
 
-async def _run_call(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool,
+async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool,
                     into: Change | None) -> None:
     call = step.calls[i]
     prior = step.results.get(i)
@@ -142,7 +142,7 @@ def _resolve_repeat(again: Request, before: Request, ok: bool, in_a_row: int) ->
     return ToolResult(output="", pending=again)
 
 
-def _source(rt: Runtime, h: Handle, call: Call) -> str:
+def _source(rt: RuntimeContext, h: Handle, call: Call) -> str:
     """Where the call ran (``task`` for delegation), for tool-call metrics."""
     if is_task_call(rt, h, call):
         return "task"
@@ -150,12 +150,12 @@ def _source(rt: Runtime, h: Handle, call: Call) -> str:
     return str(tool.source) if tool is not None else "unknown"
 
 
-def is_task_call(rt: Runtime, h: Handle, call: Call) -> bool:
+def is_task_call(rt: RuntimeContext, h: Handle, call: Call) -> bool:
     """The built-in ``task`` tool exists only for agents with a team (docs/protocol.md §2)."""
     return call.name == TASK_TOOL and bool(rt.agent_of(h).team)
 
 
-async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
+async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | None,
                   default_req_id: str) -> ToolResult:
     if call.invalid:
         return ToolResult(output=f"invalid JSON arguments for {call.name}: {call.invalid}", is_error=True)
@@ -172,7 +172,7 @@ async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
                          arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
     deadline_ms = tool.deadline_ms or rt.deps.limits.tool_deadline_ms
     try:
-        result = await asyncio.wait_for(executor.invoke(inv), deadline_ms / 1000)
+        result = await rt.deps.clock.wait_for(executor.invoke(inv), deadline_ms / 1000)
     except TimeoutError:
         return ToolResult(output=f'tool "{tool.name}" did not finish within its deadline of {deadline_ms} ms',
                           is_error=True)
@@ -188,7 +188,7 @@ async def _invoke(rt: Runtime, h: Handle, call: Call, answer: Answer | None,
     return result
 
 
-async def maybe_suspend(rt: Runtime, h: Handle, step: Step, change: Change) -> bool:
+async def maybe_suspend(rt: RuntimeContext, h: Handle, step: Step, change: Change) -> bool:
     """The first suspending call in call order suspends the handle durably (``change`` goes along)."""
     idx = step.first_pending()
     if idx is None:
@@ -197,7 +197,7 @@ async def maybe_suspend(rt: Runtime, h: Handle, step: Step, change: Change) -> b
     return True
 
 
-async def close_step(rt: Runtime, h: Handle, cp: Checkpoint, step: Step, change: Change) -> None:
+async def close_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, change: Change) -> None:
     """Every call has a result: append the tool messages (in call order) and go on."""
     for i, call in enumerate(step.calls):
         msg = {"role": "tool", "tool_call_id": call.tool_call_id, "content": step.results[i].output}

@@ -19,12 +19,12 @@ from .handle import Handle
 from .requests import RequestEntry
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 TASK_TOOL = "task"
 
 
-async def suspend_durably(rt: Runtime, h: Handle, step: Step, idx: int, change: Change) -> None:
+async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, change: Change) -> None:
     """Park ``h`` on the request of call ``idx`` and tell its waiters ``pending``."""
     call_result = step.results[idx]
     request = call_result.pending

@@ -28,7 +28,7 @@ from .step import announce, close_step, maybe_suspend, run_step
 from .task import tool_payload as task_tool_payload
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -40,7 +40,7 @@ BYTES_PER_TOKEN = 4
 MAX_INVALID_NOTE = 2048
 
 
-async def run_turn(rt: Runtime, h: Handle) -> None:
+async def run_turn(rt: RuntimeContext, h: Handle) -> None:
     """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``."""
     try:
         await _loop(rt, h)
@@ -54,7 +54,7 @@ def _cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _loop(rt: Runtime, h: Handle) -> None:
+async def _loop(rt: RuntimeContext, h: Handle) -> None:
     turn = h.cp  # this task runs this turn only: a later wake's turn belongs to its own task
     try:
         while h.state is HandleState.RUNNING and h.cp is turn and turn is not None:
@@ -95,7 +95,7 @@ async def _loop(rt: Runtime, h: Handle) -> None:
 # ---------------------------------------------------------------- model
 
 
-def _tools_payload(rt: Runtime, h: Handle) -> list[JSON]:
+def _tools_payload(rt: RuntimeContext, h: Handle) -> list[JSON]:
     agent = rt.agent_of(h)
     tools = [{"type": "function", "function": {
         "name": t.name, "description": t.description,
@@ -104,7 +104,7 @@ def _tools_payload(rt: Runtime, h: Handle) -> list[JSON]:
     return tools + [task_tool_payload(rt, agent)] if agent.team else tools
 
 
-def _request_body(rt: Runtime, h: Handle) -> JSON:
+def _request_body(rt: RuntimeContext, h: Handle) -> JSON:
     agent = rt.agent_of(h)
     messages: list[JSON] = [{"role": "system", "content": agent.soul}] if agent.soul else []
     messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
@@ -121,8 +121,8 @@ def _request_body(rt: Runtime, h: Handle) -> JSON:
     return body
 
 
-async def _ask_model(rt: Runtime, h: Handle, cp: Checkpoint) -> ModelReply:
-    slot = TurnSlot(rt.turn_gate)
+async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint) -> ModelReply:
+    slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=f"{rt.id}/{h.id}/m{h.turns_total + 1}",
                            body=_request_body(rt, h), take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
@@ -148,7 +148,7 @@ def with_usage(reply: ModelReply, body: JSON) -> ModelReply:
     return ModelReply(reply.message, Usage(prompt, completion, prompt + completion, estimated=True))
 
 
-def _parse_calls(rt: Runtime, base: str, number: int, message: JSON) -> list[Call]:
+def _parse_calls(rt: RuntimeContext, base: str, number: int, message: JSON) -> list[Call]:
     """The calls of a checked reply; arguments that are not a JSON object mark the call invalid
     (it is answered with an error the model can read, never run on arguments it did not send)."""
     calls = []
@@ -172,15 +172,16 @@ def message_text(message: JSON) -> str:
     return "" if content is None else str(content)
 
 
-def _add_usage(rt: Runtime, h: Handle, reply: ModelReply) -> list[Handle]:
+def _add_usage(rt: RuntimeContext, h: Handle, reply: ModelReply) -> list[Handle]:
     h.own_usage = h.own_usage + reply.usage
-    touched = [h, *rt.ancestors(h)]
+    touched = [h, *rt.table.ancestors(h)]
     for a in touched:
         a.usage = a.usage + reply.usage
     return touched
 
 
-async def _record_reply(rt: Runtime, h: Handle, cp: Checkpoint, reply: ModelReply, latency_ms: int) -> None:
+async def _record_reply(rt: RuntimeContext, h: Handle, cp: Checkpoint, reply: ModelReply,
+                        latency_ms: int) -> None:
     h.turns_total += 1
     cp.turns += 1
     cp.tokens += reply.usage.total_tokens
@@ -214,7 +215,7 @@ def _settle(h: Handle, cp: Checkpoint, change: Change, result: TaskResult, note:
     change.event(h, EventType.RESULT, note, result=result)
 
 
-async def _settle_incomplete(rt: Runtime, h: Handle, cp: Checkpoint, text: str, limit: str,
+async def _settle_incomplete(rt: RuntimeContext, h: Handle, cp: Checkpoint, text: str, limit: str,
                              note: str) -> None:
     result = h.result(Status.INCOMPLETE, text, limit=limit)
     change = Change()
@@ -223,7 +224,7 @@ async def _settle_incomplete(rt: Runtime, h: Handle, cp: Checkpoint, text: str, 
     h.settle_waiters(result)
 
 
-async def _settle_failed_commit(rt: Runtime, h: Handle, message: str) -> None:
+async def _settle_failed_commit(rt: RuntimeContext, h: Handle, message: str) -> None:
     """A commit of the turn was refused (a full map or disk): the turn ends ``error`` so waiters
     hear why and the handle can be woken again. The settling commit is small and usually fits;
     if it is refused too, memory is settled anyway and the store keeps the turn's checkpoint,
@@ -237,7 +238,7 @@ async def _settle_failed_commit(rt: Runtime, h: Handle, message: str) -> None:
             h.settle_waiters(h.last_result)
 
 
-async def _settle_error(rt: Runtime, h: Handle, message: str) -> None:
+async def _settle_error(rt: RuntimeContext, h: Handle, message: str) -> None:
     """A failed turn: nothing of it joins the transcript; drained inbox items go back."""
     cp = h.cp
     change = Change()

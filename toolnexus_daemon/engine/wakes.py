@@ -19,11 +19,12 @@ from .checkpoint import Checkpoint
 from .handle import Handle, children_log
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 
-async def spawn(rt: Runtime, parent_id: str, agent_name: str, budget: Budget | None, task_key: str) -> Handle:
-    parent = rt.handle(parent_id or ROOT_ID)
+async def spawn(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget | None,
+                task_key: str) -> Handle:
+    parent = rt.table.handle(parent_id or ROOT_ID)
     agent = rt.agents.get(agent_name)
     if agent is None:
         raise NotFound(f'unknown agent "{agent_name}" (known: {", ".join(sorted(rt.agents))})')
@@ -58,7 +59,7 @@ def check_wakeable(h: Handle) -> None:
         raise FailedPrecondition(f'handle "{h.id}" is closed')
 
 
-async def wake(rt: Runtime, h: Handle, prompt: str) -> bool:
+async def wake(rt: RuntimeContext, h: Handle, prompt: str) -> bool:
     """Start ``h``'s turn, or queue the wake behind its siblings; returns whether it was queued."""
     check_wakeable(h)
     rt.agent_of(h)
@@ -74,14 +75,14 @@ async def wake(rt: Runtime, h: Handle, prompt: str) -> bool:
     return False
 
 
-def _slots_full(rt: Runtime, parent: Handle) -> bool:
+def _slots_full(rt: RuntimeContext, parent: Handle) -> bool:
     if parent.id == ROOT_ID:
         return False
     running = sum(1 for c in parent.children if rt.handles[c].state is HandleState.RUNNING)
     return running >= budgets.max_concurrent(parent) or bool(parent.wake_queue)
 
 
-async def _start(rt: Runtime, h: Handle, prompt: str, change: Change) -> None:
+async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> None:
     drained, h.inbox = h.inbox, []
     text = prompt + inbox_block(drained)
     h.state = HandleState.RUNNING
@@ -93,7 +94,7 @@ async def _start(rt: Runtime, h: Handle, prompt: str, change: Change) -> None:
     rt.launch(h)
 
 
-async def slot_freed(rt: Runtime, h: Handle) -> None:
+async def slot_freed(rt: RuntimeContext, h: Handle) -> None:
     """A child stopped running: start queued wakes of its parent while slots are free."""
     parent = rt.handles.get(h.parent) if h.parent else None
     if parent is None:

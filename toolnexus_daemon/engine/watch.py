@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..model import Event, EventType
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .context import RuntimeContext
 
 REPLAY_PAGE = 500
 
@@ -24,7 +24,7 @@ def _wanted(ev: Event, types: frozenset[EventType], handle: str) -> bool:
     return (not types or ev.type in types) and (not handle or ev.handle == handle)
 
 
-async def watch(rt: Runtime, after_seq: int, types: frozenset[EventType],
+async def watch(rt: RuntimeContext, after_seq: int, types: frozenset[EventType],
                 handle: str) -> AsyncGenerator[Event, None]:
     """Replay stored events with ``seq > after_seq``, then follow live until the runtime stops."""
     last = after_seq
@@ -54,7 +54,7 @@ async def watch(rt: Runtime, after_seq: int, types: frozenset[EventType],
             rt.bus.unsubscribe(sub)
 
 
-def _replay(rt: Runtime, after: int) -> Iterator[Event]:
+def _replay(rt: RuntimeContext, after: int) -> Iterator[Event]:
     """Stored events page by page, so a long log is never held in memory at once."""
     while True:
         page = rt.deps.store.events(rt.id, after, REPLAY_PAGE)
