@@ -20,7 +20,7 @@ import grpc
 import psycopg
 import pytest
 
-from tests.e2e.test_crash_reattach import AGENT, connect
+from tests.e2e.test_crash_reattach import AGENT, connect, free_port
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, open_stub, openai_llm
 from tests.support.pg_fixtures import pg_dsn, pg_server
@@ -36,16 +36,18 @@ Stub = pb_grpc.AgentRuntimeStub
 
 
 class Node:
-    def __init__(self, name: str, dsn: str, base: Path) -> None:
+    def __init__(self, name: str, dsn: str, base: Path, listen: tuple[str, ...] = ("127.0.0.1:0",)) -> None:
         self.name = name
         self.proc = DaemonProcess(base / name, "--store", dsn, "--advertise", "127.0.0.1:0",
                                   "--node-id", name, "--lease-ms", str(LEASE_MS),
-                                  "--metrics-listen", "127.0.0.1:0")
+                                  "--metrics-listen", "127.0.0.1:0", listen=listen)
         self._channel: grpc.Channel | None = None
         self.stub: Stub
 
     def start(self) -> Node:
         self.proc.start()
+        if self._channel is not None:
+            self._channel.close()
         self._channel, self.stub = open_stub(self.proc.target)
         return self
 
@@ -275,3 +277,30 @@ def test_a_purge_through_a_non_owner_removes_the_runtime_everywhere(cluster: dic
         with pytest.raises(grpc.RpcError) as gone:
             stub.List(pb.ListRequest(runtime_id=rid), timeout=10)
         assert gone.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+def test_a_restarted_sidecar_relays_its_app_to_the_new_owner(pg_dsn: str, tmp_path: Path,
+                                                            model: ScriptedModelServer) -> None:
+    """An app's sidecar is killed and comes back on the same address while another daemon has taken
+    its runtime over: the app's client reconnects its worker to its own sidecar, which relays it to
+    the new owner, and the answer (sent to a third daemon) runs the app's tool there."""
+    port = free_port()
+    a = Node("a", pg_dsn, tmp_path, listen=(f"127.0.0.1:{port}",)).start()
+    b = Node("b", pg_dsn, tmp_path).start()
+    try:
+        with connect(a.proc.target, "openai", model.url) as app:
+            handle = app.spawn(app.root, AGENT)
+            app.wake(handle, "please perform the secret action")
+            pending = app.wait(handle, timeout=30).pending
+            assert pending is not None and app.worker is not None
+            a.proc.kill9()
+            _retry(lambda: b.stub.Snapshot(pb.SnapshotRequest(runtime_id=app.id, handle=handle), timeout=10))
+            a.proc.start()  # the same address: the app's worker comes back to its own sidecar
+            app.worker.wait_welcomed(2, timeout=30)
+            answer = pb.ResumeRequest(runtime_id=app.id, answer=pb.Answer(id=pending.id, ok=True))
+            out = _retry(lambda: b.stub.Resume(answer, timeout=30))
+            assert (out.result.status, out.result.text) == ("done", "action performed")
+            assert _owner(pg_dsn, app.id)[0] == "b"
+    finally:
+        a.close()
+        b.close()
