@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.installed-runtime
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./var/toolnexus
 
-.PHONY: venv venv-runtime proto proto-check run test test-fast test-all test-pg lint typecheck check demo dev-model fuzz bench bench-quick clean chaos chaos-pg
+.PHONY: venv venv-runtime proto proto-check run test test-fast test-all test-pg lint typecheck check demo dev-model fuzz bench bench-quick clean chaos chaos-pg chaos-cluster
 
 venv: $(STAMP)
 venv-runtime: $(RUN_STAMP)
@@ -96,6 +96,10 @@ chaos: $(STAMP)
 # the same run with the daemon's state in PostgreSQL (a server of the run's own)
 chaos-pg: $(STAMP)
 	$(BIN)/python scripts/chaos.py --store postgresql $(CHAOS_ARGS)
+
+# three daemons on one PostgreSQL database, the kills spread over them (tests/faults/cluster.py)
+chaos-cluster: $(STAMP)
+	$(BIN)/python scripts/chaos.py --cluster $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV).lock var .pytest_cache .mypy_cache .ruff_cache

