@@ -377,7 +377,10 @@ export interface NewOptions {
 
 // ------------------------------------------------------------------ runtime
 
-/** Events of one runtime in seq order: the stored ones after `afterSeq`, then live ones. */
+/**
+ * Events of one runtime in seq order: the stored ones after `afterSeq`, then live ones. A stream
+ * the daemon ends with UNAVAILABLE is reopened after the last seq received, with backoff.
+ */
 export declare class EventStream implements AsyncIterable<Event> {
   [Symbol.asyncIterator](): AsyncGenerator<Event, void, undefined>;
   /** Stop the stream; a pending iteration ends without an error. */

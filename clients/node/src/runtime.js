@@ -196,12 +196,15 @@ export class Runtime {
 
   /**
    * Every stored event with `seq > afterSeq`, then live ones, as an async iterable; end it by
-   * breaking out of the loop, with `stream.cancel()`, or with an AbortSignal.
+   * breaking out of the loop, with `stream.cancel()`, or with an AbortSignal. A stream the
+   * daemon ends with UNAVAILABLE is reopened after the last seq received (no gap, no duplicate).
    */
   watch({ afterSeq = 0, types = [], handle = null, signal = null } = {}) {
     this.calls.ensureOpen();
-    const request = { runtime_id: this.id, after_seq: afterSeq, types: [...types], handle: handle ?? '' };
-    const stream = new EventStream(this.client.Watch(request, this.metadata), signal);
+    const kinds = [...types];
+    const open = (after) => this.client.Watch(
+      { runtime_id: this.id, after_seq: after, types: kinds, handle: handle ?? '' }, this.metadata);
+    const stream = new EventStream(open, afterSeq, signal);
     stream.onCancel = this.calls.track(stream);
     return stream;
   }

@@ -243,3 +243,37 @@ describe('worker stream', () => {
       (err) => err.name === 'Unavailable' && err.code === 'UNAVAILABLE' && err.status === 14);
   });
 });
+
+describe('watch across a restart', () => {
+  it('reopens after the last seq when the daemon comes back: no gap, no duplicate', async () => {
+    const port = await freePort();
+    const first = new Daemon({ listen: `127.0.0.1:${port}` });
+    let rt;
+    let second;
+    try {
+      await first.start();
+      rt = await Runtime.new({ target: first.target, registry: scenarioRegistry(), transport: mockTransport,
+        logger: quiet().logger });
+      const [handle, result] = await suspend(rt);
+      const seqs = [];
+      const following = (async () => {
+        for await (const event of rt.watch()) {
+          seqs.push(event.seq);
+          if (event.type === 'transition' && event.handle === handle && event.toState === 'idle') return;
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 300));
+      await first.kill9();
+      second = await new Daemon({ dataDir: first.dataDir, listen: `127.0.0.1:${port}` }).start();
+      await rt.worker.waitWelcomed(2, 15_000);
+      await rt.resume({ id: result.pending.id, ok: true });
+      await following;
+      assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1));
+      assert.ok(seqs.length > 5, `${seqs}`);
+    } finally {
+      rt?.detach();
+      await second?.stop();
+      await first.dispose();
+    }
+  });
+});

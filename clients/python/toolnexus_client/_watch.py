@@ -4,11 +4,19 @@ It converts each protobuf Event, translates stream errors into ToolnexusError,
 and can be cancelled from any thread (``cancel()``, leaving a ``with`` block,
 or the runtime's ``detach()``/``shutdown()``), after which iteration simply
 stops: the end of a stream this process asked for is not an error.
+
+A stream the daemon ends with UNAVAILABLE — it restarted, it is shutting down, or in a
+cluster the runtime moved to another daemon — is opened again after the last seq
+received, with backoff, so iteration goes on with no gap and no duplicate
+(``resume_policy``). Any other error, or UNAVAILABLE for longer than the policy allows,
+ends iteration with the error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -18,24 +26,61 @@ from ._types import Event
 from .errors import from_rpc_error
 
 
+@dataclass(frozen=True)
+class ResumePolicy:
+    """How long a watch keeps reopening a stream the daemon ended with UNAVAILABLE: up to
+    ``attempts`` tries in a row, waiting ``first_s`` doubling to ``max_s`` between them."""
+
+    attempts: int = 30
+    first_s: float = 0.1
+    max_s: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.max_s, self.first_s * 2.0 ** attempt))
+
+
+RESUME = ResumePolicy()
+Opener = Callable[[int], Any]
+
+
 class EventStream:
     """Events of one runtime in ``seq`` order: the stored ones after ``after_seq``, then live ones."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
+    def __init__(self, open_call: Opener, after_seq: int = 0, resume: ResumePolicy = RESUME) -> None:
+        self._open, self._last, self._resume = open_call, after_seq, resume
+        self._call = open_call(after_seq)
         self._cancelled = False
+        self._stop = threading.Event()
+        self._failures = 0
 
     def __iter__(self) -> Iterator[Event]:
         return self
 
     def __next__(self) -> Event:
-        try:
-            message = next(self._call)
-        except grpc.RpcError as err:
-            if self._cancelled:
-                raise StopIteration from None
-            raise from_rpc_error(err) from err
-        return convert.event_from_pb(message)
+        while True:
+            try:
+                message = next(self._call)
+            except grpc.RpcError as err:
+                if self._cancelled:
+                    raise StopIteration from None
+                if not self._reopen(err):
+                    raise from_rpc_error(err) from err
+                continue
+            event = convert.event_from_pb(message)
+            self._last = event.seq or self._last  # a live text delta has no seq
+            self._failures = 0
+            return event
+
+    def _reopen(self, err: grpc.RpcError) -> bool:
+        """After UNAVAILABLE: wait, then open the stream again after the last seq received."""
+        if err.code() is not grpc.StatusCode.UNAVAILABLE or self._failures >= self._resume.attempts:
+            return False
+        self._stop.wait(self._resume.delay(self._failures))
+        self._failures += 1
+        if self._cancelled:
+            raise StopIteration
+        self._call = self._open(self._last)
+        return True
 
     def ending(self) -> None:
         """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
@@ -45,6 +90,7 @@ class EventStream:
     def cancel(self) -> None:
         """Stop the stream; a thread blocked in ``next`` gets StopIteration."""
         self._cancelled = True
+        self._stop.set()
         self._call.cancel()
 
     def __enter__(self) -> EventStream:

@@ -115,9 +115,16 @@ class Runtime:
 
     def watch(self, after_seq: int = 0, types: Iterable[str] | None = None,
               handle: str | None = None) -> EventStream:
-        """Every stored event with ``seq > after_seq``, then live ones, until cancelled or detached."""
-        request = common.watch_request(self.id, after_seq, types, handle)
-        stream = EventStream(self._stub.Watch(request, metadata=self._metadata))
+        """Every stored event with ``seq > after_seq``, then live ones, until cancelled or detached;
+        a stream the daemon ends with UNAVAILABLE (a restart, a runtime moving in a cluster) is
+        reopened after the last seq received, so nothing is missed or repeated."""
+        kinds = list(types or ())  # asked again on every reopen: an iterator would be spent
+
+        def open_call(after: int) -> Any:
+            request = common.watch_request(self.id, after, kinds, handle)
+            return self._stub.Watch(request, metadata=self._metadata)
+
+        stream = EventStream(open_call, after_seq)
         with self._streams_lock:
             self._streams.add(stream)
         return stream

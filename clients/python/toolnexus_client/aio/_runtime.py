@@ -108,8 +108,13 @@ class Runtime:
     def watch(self, after_seq: int = 0, types: Iterable[str] | None = None,
               handle: str | None = None) -> EventStream:
         """``async for event in rt.watch(...)``: stored events after ``after_seq``, then live ones."""
-        request = common.watch_request(self.id, after_seq, types, handle)
-        stream = EventStream(self._stub.Watch(request, metadata=self._metadata))
+        kinds = list(types or ())  # asked again on every reopen: an iterator would be spent
+
+        def open_call(after: int) -> Any:
+            request = common.watch_request(self.id, after, kinds, handle)
+            return self._stub.Watch(request, metadata=self._metadata)
+
+        stream = EventStream(open_call, after_seq)
         self._streams.add(stream)
         return stream
 
