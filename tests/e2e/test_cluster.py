@@ -36,11 +36,12 @@ Stub = pb_grpc.AgentRuntimeStub
 
 
 class Node:
-    def __init__(self, name: str, dsn: str, base: Path, listen: tuple[str, ...] = ("127.0.0.1:0",)) -> None:
+    def __init__(self, name: str, dsn: str, base: Path, listen: tuple[str, ...] = ("127.0.0.1:0",),
+                 env: dict[str, str] | None = None) -> None:
         self.name = name
         self.proc = DaemonProcess(base / name, "--store", dsn, "--advertise", "127.0.0.1:0",
                                   "--node-id", name, "--lease-ms", str(LEASE_MS),
-                                  "--metrics-listen", "127.0.0.1:0", listen=listen)
+                                  "--metrics-listen", "127.0.0.1:0", listen=listen, env=env)
         self._channel: grpc.Channel | None = None
         self.stub: Stub
 
@@ -301,6 +302,32 @@ def test_a_restarted_sidecar_relays_its_app_to_the_new_owner(pg_dsn: str, tmp_pa
             out = _retry(lambda: b.stub.Resume(answer, timeout=30))
             assert (out.result.status, out.result.text) == ("done", "action performed")
             assert _owner(pg_dsn, app.id)[0] == "b"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_token_and_the_runtime_key_travel_with_a_forwarded_call(pg_dsn: str, tmp_path: Path,
+                                                                   model: ScriptedModelServer) -> None:
+    """Both daemons require the token; the runtime has a key: a call through B reaches A with both,
+    and one without the key is refused by the owner, not let through by the forwarder."""
+    env = {"TOOLNEXUS_TOKEN": "cluster-secret"}
+    a = Node("a", pg_dsn, tmp_path, env=env).start()
+    b = Node("b", pg_dsn, tmp_path, env=env).start()
+    token = ("authorization", "Bearer cluster-secret")
+    try:
+        new = pb.NewRequest(agents=[approval_agent("approver", model.approval_url)],
+                            llm=openai_llm(model.url), runtime_key="rt-key")
+        rid = a.stub.New(new, metadata=(token,), timeout=10).runtime_id
+        keyed = (token, ("x-toolnexus-runtime-key", "rt-key"))
+        spawned = b.stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="approver"), metadata=keyed, timeout=10)
+        assert spawned.handle == "root/approver.1"
+        with pytest.raises(grpc.RpcError) as refused:
+            b.stub.List(pb.ListRequest(runtime_id=rid), metadata=(token,), timeout=10)
+        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.RpcError) as anonymous:
+            b.stub.List(pb.ListRequest(runtime_id=rid), timeout=10)
+        assert anonymous.value.code() is grpc.StatusCode.UNAUTHENTICATED
     finally:
         a.close()
         b.close()
