@@ -304,16 +304,26 @@ def _check_ledger(ledger: Ledger, done_at: dict[str, float], kills: list[tuple[f
 
 
 def _events(cluster: Cluster, rid: str, rng: random.Random) -> list[pb.Event]:
-    def read() -> list[pb.Event]:
+    """The whole log: Watch rounds, each after the last seq read, until one brings nothing new
+    (a replay of a long run does not fit one call's deadline)."""
+    def read(after: int) -> list[pb.Event]:
         out: list[pb.Event] = []
         try:
-            for event in cluster.stub(rng).Watch(pb.WatchRequest(runtime_id=rid), timeout=3):
+            for event in cluster.stub(rng).Watch(pb.WatchRequest(runtime_id=rid, after_seq=after), timeout=3):
                 out.append(event)
         except grpc.RpcError as err:
             if err.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise
         return out
-    return _retrying(read)
+
+    events: list[pb.Event] = []
+    for _ in range(10_000):  # bounded: each round reads at least one event or ends the loop
+        after = events[-1].seq if events else 0
+        batch = _retrying(lambda: read(after))  # noqa: B023 (called at once, inside this round)
+        if not batch:
+            break
+        events += batch
+    return events
 
 
 def _retrying(fn: Callable[[], T]) -> T:
