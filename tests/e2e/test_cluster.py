@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from tests.e2e.test_crash_reattach import AGENT, connect, free_port
+from tests.ops.certs import make_certs
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, open_stub, openai_llm
 from tests.support.pg_fixtures import pg_dsn, pg_server
@@ -331,3 +332,31 @@ def test_the_token_and_the_runtime_key_travel_with_a_forwarded_call(pg_dsn: str,
     finally:
         a.close()
         b.close()
+
+
+def test_daemons_under_mtls_forward_to_each_other(pg_dsn: str, tmp_path: Path,
+                                                  model: ScriptedModelServer) -> None:
+    """Every daemon serves TLS and requires client certificates signed by the cluster's CA; a call
+    through B reaches A over mTLS with B's own certificate."""
+    certs = make_certs(tmp_path / "certs")
+    tls = ("--tls-cert", str(certs.peer.cert), "--tls-key", str(certs.peer.key),
+           "--tls-client-ca", str(certs.ca))
+    procs = [DaemonProcess(tmp_path / name, "--store", pg_dsn, "--advertise", "127.0.0.1:0",
+                           "--node-id", name, "--lease-ms", str(LEASE_MS), *tls) for name in ("a", "b")]
+    cert, key = certs.client.read()
+    creds = grpc.ssl_channel_credentials(certs.ca.read_bytes(), key, cert)
+    try:
+        for proc in procs:
+            proc.start()
+        stubs = []
+        for proc in procs:
+            channel = grpc.secure_channel(proc.target, creds)
+            stubs.append(pb_grpc.AgentRuntimeStub(channel))
+        rid, handle, request_id = _suspend(stubs[0], model)
+        answer = pb.ResumeRequest(runtime_id=rid, answer=pb.Answer(id=request_id, ok=True))
+        out = stubs[1].Resume(answer, timeout=20)  # forwarded over mTLS
+        assert (out.result.status, out.result.text) == ("done", "action performed")
+        assert _owner(pg_dsn, rid) == ("a", 1)
+    finally:
+        for proc in procs:
+            proc.stop()

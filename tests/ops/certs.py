@@ -33,6 +33,8 @@ class Certs:
     client: Pair
     # signed by a CA the daemon does not trust
     stranger: Pair
+    # a daemon of a cluster: serves 127.0.0.1 and is a client of the other daemons (both usages)
+    peer: Pair
 
 
 def make_certs(directory: Path) -> Certs:
@@ -44,7 +46,8 @@ def make_certs(directory: Path) -> Certs:
     server = _leaf(directory, "server", ca_key, ca_cert, server=True)
     client = _leaf(directory, "client", ca_key, ca_cert, server=False)
     stranger = _leaf(directory, "stranger", other_key, other_cert, server=False)
-    return Certs(ca=ca_path, server=server, client=client, stranger=stranger)
+    peer = _leaf(directory, "peer", ca_key, ca_cert, server=True, client=True)
+    return Certs(ca=ca_path, server=server, client=client, stranger=stranger, peer=peer)
 
 
 def _name(common: str) -> x509.Name:
@@ -70,12 +73,13 @@ def _ca(common: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
 
 
 def _leaf(directory: Path, name: str, ca_key: ec.EllipticCurvePrivateKey, ca_cert: x509.Certificate, *,
-          server: bool) -> Pair:
+          server: bool, client: bool = False) -> Pair:
     key = ec.generate_private_key(ec.SECP256R1())
     builder = _validity(x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
                         .public_key(key.public_key()).serial_number(x509.random_serial_number()))
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-    builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+    usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client or not server else []
+    builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if server:
         alt = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
