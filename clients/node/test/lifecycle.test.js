@@ -70,6 +70,7 @@ describe('a process that is done with its runtime exits by itself', () => {
     const [handle] = await suspend(rt);
     const seen = [];
     const loop = (async () => { for await (const event of rt.watch({ afterSeq: 0 })) seen.push(event.type); })();
+    for (let i = 0; i < 100 && !seen.includes('pending'); i += 1) await new Promise((r) => setTimeout(r, 50));
     const idle = await rt.spawn(rt.root, 'operator');
     const waiting = rt.wait(idle);
     rt.detach();
