@@ -37,6 +37,11 @@ def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
 
 
+def _wire(method: str) -> tuple[str, Callable[[Message], bytes], Callable[[bytes], Message]]:
+    """The method's path and how its request and reply cross the wire."""
+    return f"/{SERVICE.full_name}/{method}", _serialize, _reply_class(method).FromString
+
+
 def _reply_class(method: str) -> type[Message]:
     cls: type[Message] = getattr(pb, SERVICE.methods_by_name[method].output_type.name)
     return cls
@@ -83,9 +88,7 @@ class Forwarder:
                     moved: Moved) -> Message:
         """The owner's reply to ``request``; its error status becomes this call's."""
         metadata = self._metadata(context, moved)
-        call = self._channel(moved.address).unary_unary(
-            f"/{SERVICE.full_name}/{method}", request_serializer=_serialize,
-            response_deserializer=_reply_class(method).FromString)
+        call = self._channel(moved.address).unary_unary(*_wire(method))
         self.forwarded += 1
         try:
             reply: Message = await call(request, metadata=metadata, timeout=context.time_remaining())
@@ -99,11 +102,15 @@ class Forwarder:
                      moved: Moved) -> AsyncIterator[Message]:
         """The owner's stream of replies to ``request``, message by message."""
         metadata = self._metadata(context, moved)
-        call = self._channel(moved.address).unary_stream(
-            f"/{SERVICE.full_name}/{method}", request_serializer=_serialize,
-            response_deserializer=_reply_class(method).FromString)
+        call = self._channel(moved.address).unary_stream(*_wire(method))
         self.forwarded += 1
-        stream = call(request, metadata=metadata, timeout=context.time_remaining())
+        async for reply in self._down(call(request, metadata=metadata, timeout=context.time_remaining()),
+                                      context, moved):
+            yield reply
+
+    async def _down(self, stream: Any, context: aio.ServicerContext[Any, Any],
+                    moved: Moved) -> AsyncIterator[Message]:
+        """The owner's replies, one by one; its error status becomes this call's."""
         try:
             async for reply in stream:
                 yield reply
@@ -123,9 +130,7 @@ class Forwarder:
         the runtime) and every later message go up, every reply comes down. A message this daemon
         could not decode (``decode.Refused``) ends the relay: the worker reconnects."""
         metadata = self._metadata(context, moved)
-        call = self._channel(moved.address).stream_stream(
-            f"/{SERVICE.full_name}/{method}", request_serializer=_serialize,
-            response_deserializer=_reply_class(method).FromString)
+        call = self._channel(moved.address).stream_stream(*_wire(method))
         self.forwarded += 1
 
         async def upward() -> AsyncIterator[Message]:
@@ -135,15 +140,9 @@ class Forwarder:
                     return
                 yield message
 
-        stream = call(upward(), metadata=metadata, timeout=context.time_remaining())
-        try:
-            async for reply in stream:
-                yield reply
-        except aio.AioRpcError as err:
-            self._failed(err, moved)
-            await context.abort(err.code(), err.details() or "")
-        finally:
-            stream.cancel()
+        async for reply in self._down(call(upward(), metadata=metadata, timeout=context.time_remaining()),
+                                      context, moved):
+            yield reply
 
     async def close(self) -> None:
         for channel in self._channels.values():
