@@ -50,21 +50,12 @@ Claim = Owned | Elsewhere
 class Ownership(Protocol):
     """What the engine asks of a cluster membership."""
 
-    @property
-    def node(self) -> str:
-        """This daemon's node id."""
-        ...
-
     async def claim(self, runtime_id: str) -> Claim:
         """Own ``runtime_id`` (take it when nobody live holds it), or learn who does."""
         ...
 
     async def release(self, runtime_id: str) -> None:
         """Give the runtime up now (a graceful stop): another daemon may take it at once."""
-        ...
-
-    def held(self) -> set[str]:
-        """The runtimes this daemon holds a lease on."""
         ...
 
 
