@@ -300,7 +300,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             await worker.aclose()
         if self._closing.is_set():
             raise Unavailable(f"{SHUTTING_DOWN}; unanswered calls are re-sent when the worker reconnects")
-        if rid and self.forwarder is not None and rid not in {rt.id for rt in self._engine.runtimes()}:
+        if rid and self.forwarder is not None and not self._engine.holds(rid):
             raise Unavailable("the runtime moved to another daemon of the cluster; reconnect (unanswered "
                               "calls are re-sent there)")
 

@@ -240,8 +240,9 @@ class Engine:
         validate(agents, llm, options, env_allow=self.env_allow)
         fence = None
         if self.ownership is not None:
+            fresh = not runtime_id  # a new id: nothing stored to open, claim it straight away
             runtime_id = runtime_id or "rt-" + secrets.token_hex(8)
-            fence = await self._claim_for_new(runtime_id)
+            fence = await self._claim_for_new(runtime_id, fresh)
         async with self._creating:
             if runtime_id in self._damaged:
                 self.runtime(runtime_id)  # raises DATA_LOSS naming the damaged record
@@ -260,15 +261,16 @@ class Engine:
             self._runtimes[rid] = rt
             return NewOutcome(rid, ROOT_ID, False)
 
-    async def _claim_for_new(self, runtime_id: str) -> Fence | None:
+    async def _claim_for_new(self, runtime_id: str, fresh: bool) -> Fence | None:
         """In a cluster, ``New`` for ``runtime_id`` runs on its owner: an existing runtime is opened
         (taken over if need be; ``Moved`` when another daemon serves it), a new id is claimed."""
         assert self.ownership is not None
-        try:
-            await self.open(runtime_id)
-            return None  # loaded here now: New reattaches
-        except NotFound:
-            pass
+        if not fresh:
+            try:
+                await self.open(runtime_id)
+                return None  # loaded here now: New reattaches
+            except NotFound:
+                pass
         claim = await self.ownership.claim(runtime_id)
         if isinstance(claim, Elsewhere):
             raise Moved(runtime_id, claim.owner, claim.address)
@@ -307,6 +309,10 @@ class Engine:
         if rt is None:
             raise NotFound(f'unknown runtime "{runtime_id[:128]}"; create it with New')
         return rt
+
+    def holds(self, runtime_id: str) -> bool:
+        """Whether ``runtime_id`` is loaded here (in a cluster: this daemon owns it)."""
+        return runtime_id in self._runtimes
 
     def runtimes(self) -> list[Runtime]:
         return list(self._runtimes.values())
