@@ -47,23 +47,27 @@ class HttpConfig(_message.Message):
     def __init__(self, method: _Optional[str] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., query: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ToolDef(_message.Message):
-    __slots__ = ("name", "description", "input_schema", "source", "http", "deadline_ms")
+    __slots__ = ("name", "description", "input_schema", "source", "http", "deadline_ms", "answer_link", "on_crash")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_LINK_FIELD_NUMBER: _ClassVar[int]
+    ON_CRASH_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     input_schema: _struct_pb2.Struct
     source: str
     http: HttpConfig
     deadline_ms: int
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+    answer_link: bool
+    on_crash: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., deadline_ms: _Optional[int] = ..., answer_link: _Optional[bool] = ..., on_crash: _Optional[str] = ...) -> None: ...
 
 class AgentDef(_message.Message):
-    __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for", "request_params")
+    __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for", "request_params", "answer_link")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +77,7 @@ class AgentDef(_message.Message):
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_LINK_FIELD_NUMBER: _ClassVar[int]
     name: str
     does: str
     model: str
@@ -82,7 +87,8 @@ class AgentDef(_message.Message):
     budget: Budget
     wait_for: bool
     request_params: _struct_pb2.Struct
-    def __init__(self, name: _Optional[str] = ..., does: _Optional[str] = ..., model: _Optional[str] = ..., soul: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDef, _Mapping]]] = ..., team: _Optional[_Iterable[str]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., wait_for: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    answer_link: bool
+    def __init__(self, name: _Optional[str] = ..., does: _Optional[str] = ..., model: _Optional[str] = ..., soul: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDef, _Mapping]]] = ..., team: _Optional[_Iterable[str]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., wait_for: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., answer_link: _Optional[bool] = ...) -> None: ...
 
 class LlmConfig(_message.Message):
     __slots__ = ("style", "base_url", "model", "api_key_env", "headers", "retries", "timeout_ms", "stream", "request_params", "max_tokens")
@@ -116,7 +122,7 @@ class LlmConfig(_message.Message):
     def __init__(self, style: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., api_key_env: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., stream: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tokens: _Optional[int] = ...) -> None: ...
 
 class RuntimeOptions(_message.Message):
-    __slots__ = ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms", "wait_for", "event_retention", "max_turns")
+    __slots__ = ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms", "wait_for", "event_retention", "max_turns", "answer_link", "pending_ttl_ms")
     MAX_CONCURRENT_TURNS_FIELD_NUMBER: _ClassVar[int]
     INBOX_CAP_FIELD_NUMBER: _ClassVar[int]
     CLOSE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +130,8 @@ class RuntimeOptions(_message.Message):
     WAIT_FOR_FIELD_NUMBER: _ClassVar[int]
     EVENT_RETENTION_FIELD_NUMBER: _ClassVar[int]
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_LINK_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TTL_MS_FIELD_NUMBER: _ClassVar[int]
     max_concurrent_turns: int
     inbox_cap: int
     close_grace_ms: int
@@ -131,23 +139,27 @@ class RuntimeOptions(_message.Message):
     wait_for: bool
     event_retention: int
     max_turns: int
-    def __init__(self, max_concurrent_turns: _Optional[int] = ..., inbox_cap: _Optional[int] = ..., close_grace_ms: _Optional[int] = ..., tool_timeout_ms: _Optional[int] = ..., wait_for: _Optional[bool] = ..., event_retention: _Optional[int] = ..., max_turns: _Optional[int] = ...) -> None: ...
+    answer_link: bool
+    pending_ttl_ms: int
+    def __init__(self, max_concurrent_turns: _Optional[int] = ..., inbox_cap: _Optional[int] = ..., close_grace_ms: _Optional[int] = ..., tool_timeout_ms: _Optional[int] = ..., wait_for: _Optional[bool] = ..., event_retention: _Optional[int] = ..., max_turns: _Optional[int] = ..., answer_link: _Optional[bool] = ..., pending_ttl_ms: _Optional[int] = ...) -> None: ...
 
 class Request(_message.Message):
-    __slots__ = ("id", "kind", "prompt", "url", "data", "expires_at")
+    __slots__ = ("id", "kind", "prompt", "url", "data", "expires_at", "answer_url")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_URL_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     prompt: str
     url: str
     data: _struct_pb2.Struct
     expires_at: str
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., prompt: _Optional[str] = ..., url: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[str] = ...) -> None: ...
+    answer_url: str
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., prompt: _Optional[str] = ..., url: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[str] = ..., answer_url: _Optional[str] = ...) -> None: ...
 
 class Answer(_message.Message):
     __slots__ = ("id", "ok", "data", "reason")
@@ -201,7 +213,7 @@ class InboxItem(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., text: _Optional[str] = ..., **kwargs) -> None: ...
 
 class HandleSnapshot(_message.Message):
-    __slots__ = ("id", "agent", "state", "parent", "children", "last_result", "usage_total", "turns_total", "pending", "inbox", "task_key", "usage", "depth", "usage_estimated")
+    __slots__ = ("id", "agent", "state", "parent", "children", "last_result", "usage_total", "turns_total", "pending", "inbox", "task_key", "usage", "depth", "usage_estimated", "definition_changed")
     ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +228,7 @@ class HandleSnapshot(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     USAGE_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_CHANGED_FIELD_NUMBER: _ClassVar[int]
     id: str
     agent: str
     state: str
@@ -230,7 +243,28 @@ class HandleSnapshot(_message.Message):
     usage: Usage
     depth: int
     usage_estimated: bool
-    def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ..., usage_estimated: _Optional[bool] = ...) -> None: ...
+    definition_changed: _containers.RepeatedCompositeFieldContainer[DefinitionChange]
+    def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ..., usage_estimated: _Optional[bool] = ..., definition_changed: _Optional[_Iterable[_Union[DefinitionChange, _Mapping]]] = ...) -> None: ...
+
+class DefinitionChange(_message.Message):
+    __slots__ = ("part", "name", "change", "added", "removed", "retyped", "refuses_resume", "summary")
+    PART_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    RETYPED_FIELD_NUMBER: _ClassVar[int]
+    REFUSES_RESUME_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    part: str
+    name: str
+    change: str
+    added: _containers.RepeatedScalarFieldContainer[str]
+    removed: _containers.RepeatedScalarFieldContainer[str]
+    retyped: _containers.RepeatedScalarFieldContainer[str]
+    refuses_resume: bool
+    summary: str
+    def __init__(self, part: _Optional[str] = ..., name: _Optional[str] = ..., change: _Optional[str] = ..., added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., retyped: _Optional[_Iterable[str]] = ..., refuses_resume: _Optional[bool] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class NewRequest(_message.Message):
     __slots__ = ("runtime_id", "agents", "llm", "options", "runtime_key")
@@ -301,16 +335,18 @@ class WaitRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
-    __slots__ = ("runtime_id", "answer", "handle", "no_wait")
+    __slots__ = ("runtime_id", "answer", "handle", "no_wait", "accept_changed_definition")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     NO_WAIT_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_CHANGED_DEFINITION_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     answer: Answer
     handle: str
     no_wait: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ..., handle: _Optional[str] = ..., no_wait: _Optional[bool] = ...) -> None: ...
+    accept_changed_definition: bool
+    def __init__(self, runtime_id: _Optional[str] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ..., handle: _Optional[str] = ..., no_wait: _Optional[bool] = ..., accept_changed_definition: _Optional[bool] = ...) -> None: ...
 
 class ResumeResponse(_message.Message):
     __slots__ = ("handle", "result", "duplicate")
@@ -489,6 +525,103 @@ class InfoResponse(_message.Message):
     advertise: str
     cluster: _containers.RepeatedCompositeFieldContainer[ClusterNode]
     def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ..., node: _Optional[str] = ..., advertise: _Optional[str] = ..., cluster: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ...) -> None: ...
+
+class ListPendingRequest(_message.Message):
+    __slots__ = ("runtime_id", "kind", "min_age_ms", "max_age_ms", "page_size", "page_token")
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MIN_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    runtime_id: str
+    kind: str
+    min_age_ms: int
+    max_age_ms: int
+    page_size: int
+    page_token: str
+    def __init__(self, runtime_id: _Optional[str] = ..., kind: _Optional[str] = ..., min_age_ms: _Optional[int] = ..., max_age_ms: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class PendingItem(_message.Message):
+    __slots__ = ("request", "runtime_id", "handle", "top_handle", "created_at", "expires_at", "agent")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    HANDLE_FIELD_NUMBER: _ClassVar[int]
+    TOP_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    request: Request
+    runtime_id: str
+    handle: str
+    top_handle: str
+    created_at: str
+    expires_at: str
+    agent: str
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., top_handle: _Optional[str] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
+
+class ListPendingResponse(_message.Message):
+    __slots__ = ("items", "next_page_token")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[PendingItem]
+    next_page_token: str
+    def __init__(self, items: _Optional[_Iterable[_Union[PendingItem, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListRuntimesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class RuntimeSummary(_message.Message):
+    __slots__ = ("runtime_id", "created_at", "handles", "pending", "keyed")
+    class HandlesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    HANDLES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    KEYED_FIELD_NUMBER: _ClassVar[int]
+    runtime_id: str
+    created_at: str
+    handles: _containers.ScalarMap[str, int]
+    pending: int
+    keyed: bool
+    def __init__(self, runtime_id: _Optional[str] = ..., created_at: _Optional[str] = ..., handles: _Optional[_Mapping[str, int]] = ..., pending: _Optional[int] = ..., keyed: _Optional[bool] = ...) -> None: ...
+
+class ListRuntimesResponse(_message.Message):
+    __slots__ = ("runtimes", "next_page_token")
+    RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    runtimes: _containers.RepeatedCompositeFieldContainer[RuntimeSummary]
+    next_page_token: str
+    def __init__(self, runtimes: _Optional[_Iterable[_Union[RuntimeSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class WatchPendingRequest(_message.Message):
+    __slots__ = ("runtime_id", "kind")
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    runtime_id: str
+    kind: str
+    def __init__(self, runtime_id: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class PendingChange(_message.Message):
+    __slots__ = ("type", "item", "reason")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    item: PendingItem
+    reason: str
+    def __init__(self, type: _Optional[str] = ..., item: _Optional[_Union[PendingItem, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ClusterNode(_message.Message):
     __slots__ = ("node", "address", "runtimes")

@@ -106,6 +106,21 @@ class AgentRuntimeStub:
                 request_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.InfoRequest.SerializeToString,
                 response_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.ListPending = channel.unary_unary(
+                '/toolnexus.agents.v1.AgentRuntime/ListPending',
+                request_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListPendingRequest.SerializeToString,
+                response_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListPendingResponse.FromString,
+                _registered_method=True)
+        self.ListRuntimes = channel.unary_unary(
+                '/toolnexus.agents.v1.AgentRuntime/ListRuntimes',
+                request_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListRuntimesRequest.SerializeToString,
+                response_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListRuntimesResponse.FromString,
+                _registered_method=True)
+        self.WatchPending = channel.unary_stream(
+                '/toolnexus.agents.v1.AgentRuntime/WatchPending',
+                request_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.WatchPendingRequest.SerializeToString,
+                response_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.PendingChange.FromString,
+                _registered_method=True)
 
 
 class AgentRuntimeServicer:
@@ -211,6 +226,27 @@ class AgentRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPending(self, request, context):
+        """Open suspensions across runtimes (or one), oldest first, paged (docs/protocol.md §10).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRuntimes(self, request, context):
+        """Runtime ids with creation time and handle counts by state, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchPending(self, request, context):
+        """First an ADDED for every open suspension, then ADDED / REMOVED as they change.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -283,6 +319,21 @@ def add_AgentRuntimeServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.InfoRequest.FromString,
                     response_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.InfoResponse.SerializeToString,
+            ),
+            'ListPending': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPending,
+                    request_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListPendingRequest.FromString,
+                    response_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListPendingResponse.SerializeToString,
+            ),
+            'ListRuntimes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuntimes,
+                    request_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListRuntimesRequest.FromString,
+                    response_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListRuntimesResponse.SerializeToString,
+            ),
+            'WatchPending': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchPending,
+                    request_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.WatchPendingRequest.FromString,
+                    response_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.PendingChange.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -665,6 +716,87 @@ class AgentRuntime:
             '/toolnexus.agents.v1.AgentRuntime/Info',
             toolnexus_dot_agents_dot_v1_dot_runtime__pb2.InfoRequest.SerializeToString,
             toolnexus_dot_agents_dot_v1_dot_runtime__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolnexus.agents.v1.AgentRuntime/ListPending',
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListPendingRequest.SerializeToString,
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListPendingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRuntimes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolnexus.agents.v1.AgentRuntime/ListRuntimes',
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListRuntimesRequest.SerializeToString,
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListRuntimesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolnexus.agents.v1.AgentRuntime/WatchPending',
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.WatchPendingRequest.SerializeToString,
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.PendingChange.FromString,
             options,
             channel_credentials,
             insecure,
