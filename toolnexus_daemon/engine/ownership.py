@@ -19,7 +19,7 @@ from typing import Protocol
 
 from ..errors import LeaseLost, Unavailable
 from ..model import JSON, Event
-from ..store.base import Batch, Fence, HandleCensus, Store, StoreInfo
+from ..store.base import Batch, Fence, HandleCensus, PendingQuery, PendingRow, Store, StoreInfo
 
 
 class Moved(Unavailable):
@@ -90,6 +90,9 @@ class FencedStore:
 
     def census(self, runtime_id: str) -> HandleCensus:
         return self._store.census(runtime_id)
+
+    def pending(self, query: PendingQuery) -> list[PendingRow]:
+        return self._store.pending(query)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._store.get_handle(runtime_id, handle_id)

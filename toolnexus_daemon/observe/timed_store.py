@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import Histogram
 
 from ..model import JSON, Event
-from ..store.base import Batch, HandleCensus, Store, StoreInfo
+from ..store.base import Batch, HandleCensus, PendingQuery, PendingRow, Store, StoreInfo
 
 
 class TimedStore:
@@ -43,6 +43,9 @@ class TimedStore:
 
     def census(self, runtime_id: str) -> HandleCensus:
         return self.inner.census(runtime_id)
+
+    def pending(self, query: PendingQuery) -> list[PendingRow]:
+        return self.inner.pending(query)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self.inner.get_handle(runtime_id, handle_id)

@@ -70,6 +70,31 @@ class HandleCensus:
     open: dict[str, tuple[int, float]]
 
 
+@dataclass(frozen=True, order=True)
+class PendingRow:
+    """One open suspension in the pending index: the leaf ``handle_id`` of ``runtime_id``, parked
+    since ``since`` (seconds since the epoch). Rows come oldest first; equal ``since`` in an
+    order of the store's own that never changes, so a row is also a page cursor."""
+
+    since: float
+    runtime_id: str
+    handle_id: str
+
+
+@dataclass(frozen=True)
+class PendingQuery:
+    """Which open suspensions ``Store.pending`` returns: of one runtime (None: all), of one kind
+    (None: all), parked within ``[oldest, newest]`` (None: unbounded), strictly after the row
+    ``after`` (a previous page's last), at most ``limit``."""
+
+    runtime_id: str | None = None
+    kind: str | None = None
+    oldest: float | None = None
+    newest: float | None = None
+    after: PendingRow | None = None
+    limit: int = 100
+
+
 @dataclass(frozen=True)
 class StoreInfo:
     path: str
@@ -101,6 +126,10 @@ class Store(Protocol):
 
     def census(self, runtime_id: str) -> HandleCensus:
         """Counts kept with every handle write: reading them costs the same at any number of handles."""
+
+    def pending(self, query: PendingQuery) -> list[PendingRow]:
+        """Open suspensions oldest first, read from an index: a page costs the same at any number
+        of parked handles (a filter by runtime or kind is an index of its own, never a skip)."""
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None: ...
 

@@ -20,7 +20,8 @@ The ``meta`` table holds the store-wide format version as ASCII digits.
 
 Versions: 1, the first layout; 2 adds ``handle_index`` (see ``handle_index``),
 which a store of version 1 gets built when it is first opened by a daemon
-that writes version 2. Record encodings did not change between them; the
+that writes version 2; 3 adds the pending index rows (see ``pending_index``), built
+the same way from a store of version 2. Record encodings did not change between them; the
 envelope carries the store's version so that an older daemon refuses
 records it would not keep the index of.
 """
@@ -37,7 +38,7 @@ import orjson
 from ..errors import FormatTooNew, StoreError
 from ..model import JSON, Event
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MAGIC = b"TN"
 SEP = b"\x00"
 MAX_ID_BYTES = 250

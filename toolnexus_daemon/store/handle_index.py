@@ -32,7 +32,7 @@ import lmdb
 
 from ..errors import StoreError
 from ..model import JSON
-from . import codec
+from . import codec, pending_index
 from .codec import Table
 from .summary import Contribution, contribution, summarize
 
@@ -58,6 +58,7 @@ def replace(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str,
         txn.delete(row, db=db)
     for row in _rows(runtime_id, handle_id, after) if after is not None else []:
         txn.put(row, b"", db=db)
+    pending_index.move(txn, db, runtime_id, handle_id, before, after)
     _count(txn, db, runtime_id, [(c, sign) for c, sign in ((before, -1), (after, +1)) if c is not None])
 
 
@@ -66,6 +67,7 @@ def add(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str, rec
     c = contribution(summarize(record))
     for row in _rows(runtime_id, handle_id, c):
         txn.put(row, b"", db=dbs[Table.HANDLE_INDEX])
+    pending_index.move(txn, dbs[Table.HANDLE_INDEX], runtime_id, handle_id, None, c)
     _count(txn, dbs[Table.HANDLE_INDEX], runtime_id, [(c, +1)])
 
 

@@ -25,12 +25,13 @@ import lmdb
 
 from ..errors import FormatTooNew, StoreError, StoreFull
 from ..model import JSON, Event
-from . import codec, handle_index, lmdb_write
-from .base import Batch, HandleCensus, StoreInfo
+from . import codec, handle_index, lmdb_write, pending_index
+from .base import Batch, HandleCensus, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .datafile import check_data_file, disk_is_full, free_bytes
 from .dirlock import DirLock
 from .lmdb_write import GroupWriter, WriterStats
+from .summary import Contribution, contribution, summarize
 
 log = logging.getLogger("toolnexus_daemon.store")
 
@@ -132,6 +133,10 @@ class LmdbStore:
             oldest = self._scan(Table.HANDLE_INDEX, prefix, prefix, limit=1)
             open_by_kind[str(kind)] = (int(n), handle_index.since_of(oldest[0][0]) if oldest else 0.0)
         return HandleCensus(states=states, open=open_by_kind)
+
+    def pending(self, query: PendingQuery) -> list[PendingRow]:
+        with self._reading() as env, env.begin() as txn:
+            return pending_index.read(txn, self._dbs[Table.HANDLE_INDEX], query)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._get(Table.HANDLES, codec.pair_key(runtime_id, handle_id))
@@ -257,8 +262,14 @@ def _format_version(path: Path, raw: bytes | None) -> int:
 
 
 def _migrate(txn: lmdb.Transaction, dbs: dict[Table, lmdb._Database], path: Path, version: int) -> None:
-    """Version 1 → 2: build ``handle_index`` from every handle record (in the opening transaction,
-    so a kill during it leaves the store at version 1, to be migrated again)."""
+    """Build what an older store lacks, in the opening transaction (so a kill during it leaves the
+    store at its version, to be migrated again): version 1 the whole ``handle_index`` (pending
+    rows included), version 2 only the pending rows."""
+    if version >= 2:
+        built = pending_index.build(txn, dbs, _contribution_of)
+        log.warning("store migrated to the current format", extra={
+            "path": str(path), "from_version": version, "to_version": FORMAT_VERSION, "pending_indexed": built})
+        return
     indexed = damaged = 0
     cursor = txn.cursor(db=dbs[Table.HANDLES])
     for raw_key, raw_value in cursor.iternext():
@@ -275,6 +286,13 @@ def _migrate(txn: lmdb.Transaction, dbs: dict[Table, lmdb._Database], path: Path
     log.warning("store migrated to the current format", extra={
         "path": str(path), "from_version": version, "to_version": FORMAT_VERSION,
         "handles_indexed": indexed, "damaged_handles": damaged})
+
+
+def _contribution_of(key: bytes, raw: bytes) -> Contribution | None:
+    try:
+        return contribution(summarize(codec.decode_value(Table.HANDLES, key, raw)))
+    except StoreError:  # reported, with its key, when the handle is read
+        return None
 
 
 def _retrieve_exception(future: asyncio.Future[None]) -> None:

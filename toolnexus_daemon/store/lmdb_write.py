@@ -35,7 +35,7 @@ import lmdb
 
 from ..errors import StoreError
 from ..model import JSON
-from . import codec, handle_index
+from . import codec, handle_index, pending_index
 from .base import Batch, HandleKey
 from .codec import Table
 from .summary import summarize
@@ -70,7 +70,7 @@ class IndexHandle:
     summary: JSON | None
 
 
-Op = Put | DropFrom | IndexHandle
+Op = Put | DropFrom | IndexHandle | pending_index.DropRuntime
 Tables = Mapping[Table, lmdb._Database]
 
 
@@ -113,7 +113,8 @@ def _pairs(table: Table, records: Mapping[HandleKey, Any]) -> list[Op]:
 def _purge(runtime_id: str) -> list[Op]:
     prefix = codec.runtime_prefix(runtime_id)
     drops: list[Op] = [DropFrom(t, prefix, prefix) for t in Table if t is not Table.RUNTIMES]
-    return [Put(Table.RUNTIMES, codec.runtime_key(runtime_id), None), *drops]
+    return [Put(Table.RUNTIMES, codec.runtime_key(runtime_id), None), pending_index.DropRuntime(runtime_id),
+            *drops]
 
 
 def apply(txn: lmdb.Transaction, dbs: Tables, ops: list[Op]) -> None:
@@ -123,6 +124,8 @@ def apply(txn: lmdb.Transaction, dbs: Tables, ops: list[Op]) -> None:
             _apply_put(txn, dbs[op.table], op)
         elif isinstance(op, IndexHandle):
             handle_index.replace(txn, dbs, op.runtime_id, op.handle_id, op.summary)
+        elif isinstance(op, pending_index.DropRuntime):
+            pending_index.drop_runtime(txn, dbs[Table.HANDLE_INDEX], op.runtime_id)
         else:
             _drop_from(txn, dbs[op.table], op)
 

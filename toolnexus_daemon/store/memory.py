@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import StoreError
 from ..model import JSON, Event
 from . import codec
-from .base import Batch, HandleCensus, HandleKey, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, Table
 from .summary import contribution, summarize
 
@@ -125,6 +125,20 @@ class MemoryStore:
                 open_by_kind[c.open_kind] = (n + 1, min(oldest, c.since))
         return HandleCensus(states=states, open=open_by_kind)
 
+    def pending(self, query: PendingQuery) -> list[PendingRow]:
+        """Derived from every record on each call (ties by runtime id, then handle id): the reference
+        the indexed stores must match."""
+        self._check_open()
+        rows = []
+        for (rid, hid), raw in self._handles.items():
+            if query.runtime_id is not None and rid != query.runtime_id:
+                continue
+            c = contribution(summarize(_load(Table.HANDLES, f"{rid}/{hid}", raw)))
+            row = PendingRow(c.since, rid, hid)
+            if c.open_kind is not None and _wanted(query, c.open_kind, row):
+                rows.append(row)
+        return sorted(rows)[:max(query.limit, 0)]
+
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         raw = self._handles.get((runtime_id, handle_id))
         return self._get(Table.HANDLES, f"{runtime_id}/{handle_id}", raw)
@@ -170,6 +184,13 @@ class MemoryStore:
     def _get(self, table: Table, where: str, raw: bytes | None) -> JSON | None:
         self._check_open()
         return None if raw is None else _load(table, where, raw)
+
+
+def _wanted(query: PendingQuery, kind: str, row: PendingRow) -> bool:
+    return ((query.kind is None or kind == query.kind)
+            and (query.oldest is None or row.since >= query.oldest)
+            and (query.newest is None or row.since <= query.newest)
+            and (query.after is None or row > query.after))
 
 
 def _stage(batch: Batch) -> _Staged:

@@ -19,7 +19,7 @@ import psycopg
 
 from ..errors import FormatTooNew
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # the SQLSTATE tn_fence raises when a commit's lease no longer holds (a class of our own)
 FENCE_SQLSTATE = "TN001"
 _LOCK_KEY = 0x746E7363  # "tnsc": the advisory lock that serialises migrations
@@ -57,6 +57,16 @@ MIGRATIONS: list[list[str]] = [
                   p_rid, p_epoch, p_owner USING ERRCODE = '{FENCE_SQLSTATE}';
               END IF;
             END $$""",
+    ],
+    # 3: the pending inbox (pg_pending): open suspensions oldest first, across runtimes or in one,
+    # of every kind or one; (since, rid, hid) is also the page cursor. The columns exist since 1.
+    [
+        "CREATE INDEX tn_handles_pending ON tn_handles (since, rid, hid) WHERE open_kind IS NOT NULL",
+        "CREATE INDEX tn_handles_pending_kind ON tn_handles (open_kind, since, rid, hid) "
+        "WHERE open_kind IS NOT NULL",
+        "CREATE INDEX tn_handles_pending_rt ON tn_handles (rid, since, hid) WHERE open_kind IS NOT NULL",
+        "CREATE INDEX tn_handles_pending_rt_kind ON tn_handles (rid, open_kind, since, hid) "
+        "WHERE open_kind IS NOT NULL",
     ],
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION

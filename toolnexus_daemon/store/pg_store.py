@@ -24,8 +24,8 @@ import psycopg
 
 from ..errors import StoreError
 from ..model import JSON, Event
-from . import codec, pg_schema
-from .base import Batch, HandleCensus, StoreInfo
+from . import codec, pg_pending, pg_schema
+from .base import Batch, HandleCensus, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, Table
 from .lmdb_store import GROUP_WINDOW_S, MAX_GROUP
 from .lmdb_write import WriterStats
@@ -120,6 +120,12 @@ class PgStore:
                              "WHERE rid = %s AND open_kind IS NOT NULL GROUP BY open_kind", runtime_id)
         return HandleCensus(states={str(s): int(cast(int, n)) for s, n in states},
                             open={str(k): (int(cast(int, n)), float(cast(float, m))) for k, n, m in opened})
+
+    def pending(self, query: PendingQuery) -> list[PendingRow]:
+        if query.limit <= 0:
+            return []
+        sql, params = pg_pending.pending_sql(query)
+        return pg_pending.rows_of(self._query(sql, *params))
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._one(Table.HANDLES, "SELECT rid, value FROM tn_handles WHERE rid = %s AND hid = %s",
