@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -104,8 +105,12 @@ def _build(settings: Settings, store: Store) -> _Daemon:
         ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
     metrics = Metrics()
 
+    watchers: list[Callable[[str, list[Event]], None]] = []  # the pending hub, once the server exists
+
     def observe(rt: Runtime, events: list[Event]) -> None:
         metrics.observe(rt, events)  # never raises
+        for told in watchers:
+            told(rt.id, events)  # only marks the runtime to be re-read: never raises
         try:
             log_events(rt.id, events)
         except Exception:  # the observer runs under the commit lock: a log failure must not fail a commit
@@ -119,6 +124,7 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,
                                                 on_resume=metrics.resume_outcome)
+    watchers.append(servicer.pending.observe)
     if membership is not None:
         servicer.forwarder = Forwarder(membership.node, settings.tls, settings.max_message_bytes)
         engine.lost_listeners.append(hub.detach_runtime)

@@ -65,14 +65,16 @@ async def test_open_suspensions_come_oldest_first_across_runtimes_and_filtered(s
     assert store.pending(PendingQuery(limit=0)) == []
 
 
-@pytest.mark.parametrize("query", [PendingQuery(), PendingQuery(kind="approval"), PendingQuery(runtime_id="r1"),
+@pytest.mark.parametrize("query", [PendingQuery(), PendingQuery(kind="approval"),
+                                   PendingQuery(runtime_id="r1"),
                                    PendingQuery(runtime_id="r1", kind="approval")],
                          ids=["all", "kind", "runtime", "runtime-kind"])
 async def test_pages_from_a_cursor_cover_every_row_once_even_with_equal_times(store: Store,
                                                                              query: PendingQuery) -> None:
     """Many suspensions parked in the same microsecond: pages of 3, each after the last row of the
     one before, give every row exactly once, in the one-shot order."""
-    handles = {(rid, f"root/h{i:02d}"): parked(f"root/h{i:02d}", "approval" if i % 4 else "input", 7.0 + i // 5)
+    handles = {(rid, f"root/h{i:02d}"): parked(f"root/h{i:02d}", "approval" if i % 4 else "input",
+                                               7.0 + i // 5)
                for rid in ("r1", "r2") for i in range(17)}
     await store.commit(Batch(handles=handles))
     whole = store.pending(PendingQuery(query.runtime_id, query.kind, limit=1000))

@@ -26,7 +26,7 @@ from ..engine.runtime import Runtime
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID
 from ..relay import WorkerHub
-from . import convert
+from . import convert, pending
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
@@ -35,6 +35,7 @@ from .forward import Forwarder
 from .info import DaemonFacts, cluster_nodes, info_response
 from .keys import open_runtime, presented_key
 from .limits import check_prompt
+from .pending_watch import CLUSTER_POLL_S, PendingHub, watch
 from .status import streaming, unary
 from .worker_channel import serve_worker
 
@@ -78,6 +79,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self.store_down: str | None = None
         # a member of a cluster: sends calls for runtimes owned elsewhere to their owner
         self.forwarder: Forwarder | None = None
+        # WatchPending's source; in a cluster it also polls the shared index for other daemons' changes
+        poll_s = CLUSTER_POLL_S if engine.ownership is not None else None
+        self.pending = PendingHub(engine.store, poll_s=poll_s)
 
     def open(self) -> None:
         """Recovery is done: start answering (until then every RPC is UNAVAILABLE)."""
@@ -100,8 +104,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return await open_runtime(self._engine, runtime_id, context)
 
     def begin_shutdown(self) -> None:
-        """Make blocked Wait/Resume calls return UNAVAILABLE now."""
+        """Make blocked Wait/Resume calls (and WatchPending streams) return UNAVAILABLE now."""
         self._closing.set()
+        self.pending.close(f"{SHUTTING_DOWN}; WatchPending again (it starts over with the full list)")
 
     async def _until_closing(self, work: Awaitable[T], rt: Runtime) -> T:
         """``work``, unless the daemon shuts down or (cluster) gives ``rt`` up first: then
@@ -250,6 +255,32 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         rt = await self._runtime(request.runtime_id, context)
         await rt.close(request.handle)
         return pb.CloseResponse()
+
+    # ------------------------------------------------------------------ the pending inbox
+
+    @unary
+    async def ListPending(self, request: pb.ListPendingRequest, context: Ctx) -> pb.ListPendingResponse:
+        self._require_open()  # read from the (shared) store: any daemon of a cluster answers for all
+        query = pending.pending_query(request, self._engine.clock.now())
+        seen = pending.Visibility(self._engine.store, presented_key(context))
+        return await asyncio.to_thread(pending.list_pending, self._engine.store, query, seen)
+
+    @unary
+    async def ListRuntimes(self, request: pb.ListRuntimesRequest, context: Ctx) -> pb.ListRuntimesResponse:
+        self._require_open()
+        seen = pending.Visibility(self._engine.store, presented_key(context))
+        return await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+
+    @streaming
+    async def WatchPending(self, request: pb.WatchPendingRequest,
+                           context: Ctx) -> AsyncGenerator[pb.PendingChange, None]:
+        self._require_open()
+        changes = watch(self.pending, self._engine.store, request, presented_key(context))
+        try:
+            async for change in changes:
+                yield change
+        finally:
+            await changes.aclose()
 
     # ------------------------------------------------------------------ streams
 

@@ -268,7 +268,8 @@ def _migrate(txn: lmdb.Transaction, dbs: dict[Table, lmdb._Database], path: Path
     if version >= 2:
         built = pending_index.build(txn, dbs, _contribution_of)
         log.warning("store migrated to the current format", extra={
-            "path": str(path), "from_version": version, "to_version": FORMAT_VERSION, "pending_indexed": built})
+            "path": str(path), "from_version": version, "to_version": FORMAT_VERSION,
+            "pending_indexed": built})
         return
     indexed = damaged = 0
     cursor = txn.cursor(db=dbs[Table.HANDLES])

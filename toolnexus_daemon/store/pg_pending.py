@@ -18,7 +18,8 @@ from .base import PendingQuery, PendingRow
 
 def pending_sql(query: PendingQuery) -> tuple[str, list[object]]:
     """The statement and parameters of one page."""
-    where, params = ["open_kind IS NOT NULL"], []
+    where: list[str] = ["open_kind IS NOT NULL"]
+    params: list[object] = []
     if query.runtime_id is not None:
         where.append("rid = %s")
         params.append(query.runtime_id)
