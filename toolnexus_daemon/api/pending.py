@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 from dataclasses import dataclass, field, replace
 
 from ..clock import rfc3339
@@ -154,6 +155,7 @@ def _token(row: PendingRow) -> str:
 def _row_from_token(token: str) -> PendingRow:
     found = _decoded(token)
     if (len(found) != 4 or found[0] != "p" or not isinstance(found[1], (int, float))
+            or not math.isfinite(found[1]) or found[1] < 0
             or not all(isinstance(x, str) and 0 < len(x.encode()) <= MAX_ID_BYTES for x in found[2:])):
         raise InvalidArgument("page_token is not one this daemon's ListPending returned; "
                               "start again without it")
