@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.support.grpc_client import approval_agent, code_of, openai_llm
+from tests.support.daemon import DaemonProcess
+from tests.support.grpc_client import approval_agent, code_of, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer
@@ -256,3 +258,24 @@ def test_watch_pending_lists_then_follows_with_reasons(stub: pb_grpc.AgentRuntim
 def removal(change: pb.PendingChange) -> tuple[str, str]:
     assert change.type == "REMOVED", change
     return change.item.handle, change.reason
+
+
+def test_the_daemon_token_guards_all_three(tmp_path: Path) -> None:
+    """Without ``authorization: Bearer <token>`` each is UNAUTHENTICATED; with it each answers."""
+    proc = DaemonProcess(tmp_path / "data", "--auth-token-env", "TND_PENDING_TOKEN",
+                         env={"TND_PENDING_TOKEN": "pending-t0ken"})
+    try:
+        channel, stub = open_stub(proc.start().target)
+        with channel:
+            calls = {"ListPending": lambda meta: stub.ListPending(pb.ListPendingRequest(), metadata=meta,
+                                                                 timeout=5),
+                     "ListRuntimes": lambda meta: stub.ListRuntimes(pb.ListRuntimesRequest(), metadata=meta,
+                                                                   timeout=5),
+                     "WatchPending": lambda meta: next(iter(stub.WatchPending(pb.WatchPendingRequest(),
+                                                                              metadata=meta, timeout=5)))}
+            for name, call in calls.items():
+                code, _ = code_of(lambda c=call: c((("authorization", "Bearer nope"),)))  # type: ignore[misc]
+                assert code is grpc.StatusCode.UNAUTHENTICATED, name
+                assert call((("authorization", "Bearer pending-t0ken"),)) is not None, name
+    finally:
+        proc.stop()
