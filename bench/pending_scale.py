@@ -122,7 +122,8 @@ def run(kind: str, levels: list[int], calls: int) -> dict[str, Any]:
             results["levels"][str(level)] = measure(store, level, calls)
     lo, full, hi = (results["levels"][str(n)] for n in (levels[0], levels[-2], levels[-1]))
     results["ratio_full"] = {q: round(hi[q]["median_ms"] / full[q]["median_ms"], 2) for q in hi}
-    results["ratio_per_item_vs_smallest"] = {q: round(hi[q]["per_item_us"] / lo[q]["per_item_us"], 2) for q in hi}
+    results["ratio_per_item_vs_smallest"] = {
+        q: round(hi[q]["per_item_us"] / lo[q]["per_item_us"], 2) for q in hi}
     return results
 
 

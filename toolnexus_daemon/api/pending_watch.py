@@ -104,10 +104,11 @@ class PendingHub:
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._closed = ""
+        self._loading = False
 
     def observe(self, runtime_id: str, events: list[Event]) -> None:
         """Committed events of a runtime (under its commit lock: only marks it to be re-read)."""
-        if self._task is not None and any(e.type in _CHANGING for e in events):
+        if (self._task is not None or self._loading) and any(e.type in _CHANGING for e in events):
             self._dirty.add(runtime_id)
             self._wake.set()
 
@@ -118,10 +119,15 @@ class PendingHub:
             raise Unavailable(self._closed)
         async with self._lock:
             if self._task is None:
-                self._known, self._keys = {}, {}
-                for key, item in (await asyncio.to_thread(self._read, None)).items():
-                    self._known.setdefault(key[0], {})[key] = item
+                # changes committed while the set loads mark their runtime, to be read again after
+                self._known, self._keys, self._loading = {}, {}, True
+                try:
+                    for key, item in (await asyncio.to_thread(self._read, None)).items():
+                        self._known.setdefault(key[0], {})[key] = item
+                finally:
+                    self._loading = False
                 self._task = asyncio.create_task(self._run(), name="pending-hub")
+                self._wake.set()
             w = Watcher(runtime_id, kind, presented)
             self._watchers.add(w)
             items = [i for rows in self._known.values() for i in rows.values() if w.wants(i, self._key_of)]
