@@ -20,6 +20,7 @@ Each query runs ``--calls`` times per level and the median is reported:
   kind       the first page of 100 of kind ``input`` (a tenth of the rows)
   runtime    the first page of 100 of one runtime
 
+``index_only_ms`` is the index read alone (``Store.pending``, rows without records).
 At 10 parked a page holds at most 10 items, so ``ratio_full`` compares full
 pages (the largest level against the middle one, where every query fills its
 page) and ``ratio_per_item_vs_smallest`` the cost per listed item against the
@@ -77,6 +78,12 @@ def median_ms(call: Callable[[], pb.ListPendingResponse], calls: int) -> tuple[f
     return round(statistics.median(times), 4), items
 
 
+def _timed(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000
+
+
 def measure(store: Store, parked_now: int, calls: int) -> dict[str, Any]:
     seen = pending.Visibility(store, "")
     mid = store.pending(PendingQuery(limit=max(1, parked_now // 2)))[-1]
@@ -86,7 +93,9 @@ def measure(store: Store, parked_now: int, calls: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, query in queries.items():
         ms, items = median_ms(lambda q=query: pending.list_pending(store, q, seen), calls)  # type: ignore[misc]
-        out[name] = {"median_ms": ms, "items": items, "per_item_us": round(ms * 1000 / max(items, 1), 2)}
+        index_ms = statistics.median(_timed(lambda q=query: store.pending(q)) for _ in range(calls))  # type: ignore[misc]
+        out[name] = {"median_ms": ms, "items": items, "per_item_us": round(ms * 1000 / max(items, 1), 2),
+                     "index_only_ms": round(index_ms, 4)}
     return out
 
 
@@ -122,6 +131,7 @@ def run(kind: str, levels: list[int], calls: int) -> dict[str, Any]:
             results["levels"][str(level)] = measure(store, level, calls)
     lo, full, hi = (results["levels"][str(n)] for n in (levels[0], levels[-2], levels[-1]))
     results["ratio_full"] = {q: round(hi[q]["median_ms"] / full[q]["median_ms"], 2) for q in hi}
+    results["ratio_index_only"] = {q: round(hi[q]["index_only_ms"] / full[q]["index_only_ms"], 2) for q in hi}
     results["ratio_per_item_vs_smallest"] = {
         q: round(hi[q]["per_item_us"] / lo[q]["per_item_us"], 2) for q in hi}
     return results

@@ -220,7 +220,7 @@ def until_synced(watch: Iterator[pb.PendingChange]) -> list[pb.PendingChange]:
 def test_watch_pending_lists_then_follows_with_reasons(stub: pb_grpc.AgentRuntimeStub,
                                                        server: ScriptedModelServer) -> None:
     """ADDED for each open suspension, SYNCED, then live ADDED and REMOVED (answered, cancelled,
-    closed); a reconnect starts over with the full list."""
+    closed, expired); a reconnect starts over with the full list."""
     rid = new_runtime(stub, server)
     a, b = park(stub, rid), park(stub, rid)
     watch = stub.WatchPending(pb.WatchPendingRequest(runtime_id=rid), timeout=30)
@@ -241,6 +241,12 @@ def test_watch_pending_lists_then_follows_with_reasons(stub: pb_grpc.AgentRuntim
         d = park(stub, rid, agent="asker")
         asked = next(watch)
         assert (asked.type, asked.item.handle, asked.item.request.kind) == ("ADDED", d, "input")
+        e = park(stub, rid)
+        assert next(watch).item.handle == e
+        late = pb.Answer(id=stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle=e), timeout=5).pending.id,
+                         ok=False, reason="expired")  # what a deadline that fires answers
+        stub.Resume(pb.ResumeRequest(runtime_id=rid, answer=late, no_wait=True), timeout=15)
+        assert removal(next(watch)) == (e, "expired")
     finally:
         watch.cancel()
     again = stub.WatchPending(pb.WatchPendingRequest(runtime_id=rid), timeout=30)
