@@ -21,7 +21,8 @@ UNARY = [m for m in SERVICE.methods if not m.client_streaming and not m.server_s
 PROPER = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
           grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.PERMISSION_DENIED,
           grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.ALREADY_EXISTS}
-# a Watch that is valid follows the live tail until its deadline: that is its proper end here
+# server streams: a valid one follows the live tail until its deadline, its proper end here
+STREAMS = ("Watch", "WatchPending")
 WATCH_PROPER = PROPER | {grpc.StatusCode.DEADLINE_EXCEEDED}
 CALL_TIMEOUT = 5.0
 WATCH_TIMEOUT = 0.1
@@ -110,12 +111,12 @@ def test_malformed_bytes_to_every_rpc(method: object, channel: grpc.Channel, sen
         CASES[f"raw {name}"] += 1
         if name == "Connect":
             call = lambda: _drain(channel.stream_stream(_path(name))(iter([raw]), timeout=CALL_TIMEOUT))  # noqa: E731
-        elif name == "Watch":
+        elif name in STREAMS:
             call = lambda: _drain(channel.unary_stream(_path(name))(raw, timeout=WATCH_TIMEOUT))  # noqa: E731
         else:
             call = lambda: channel.unary_unary(_path(name))(raw, timeout=CALL_TIMEOUT)  # noqa: E731
         code, details = _status(call)
-        assert code in (WATCH_PROPER if name == "Watch" else PROPER), (code, details, raw[:80])
+        assert code in (WATCH_PROPER if name in STREAMS else PROPER), (code, details, raw[:80])
         if code is grpc.StatusCode.INVALID_ARGUMENT and "decoded" in details:
             assert "could not be decoded: " in details
 
