@@ -91,6 +91,9 @@ class FencedStore:
     def census(self, runtime_id: str) -> HandleCensus:
         return self._store.census(runtime_id)
 
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        return self._store.expiring(runtime_id, limit)
+
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._store.get_handle(runtime_id, handle_id)
 

@@ -44,6 +44,9 @@ class TimedStore:
     def census(self, runtime_id: str) -> HandleCensus:
         return self.inner.census(runtime_id)
 
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        return self.inner.expiring(runtime_id, limit)
+
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self.inner.get_handle(runtime_id, handle_id)
 

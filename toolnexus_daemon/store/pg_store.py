@@ -121,6 +121,11 @@ class PgStore:
         return HandleCensus(states={str(s): int(cast(int, n)) for s, n in states},
                             open={str(k): (int(cast(int, n)), float(cast(float, m))) for k, n, m in opened})
 
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        rows = self._query("SELECT expires, hid FROM tn_handles WHERE rid = %s AND expires IS NOT NULL "
+                           "ORDER BY expires, hid LIMIT %s", runtime_id, max(limit, 0))
+        return [(float(cast(float, e)), str(h)) for e, h in rows]
+
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._one(Table.HANDLES, "SELECT rid, value FROM tn_handles WHERE rid = %s AND hid = %s",
                          runtime_id, handle_id)
