@@ -97,9 +97,10 @@ def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry
 
 
 def _expired_as_decline(rt: RuntimeContext, answer: Answer, request: Request) -> Answer:
-    """An answer after ``expires_at`` is a decline with reason ``expired``."""
+    """An answer at or after ``expires_at`` is a decline with reason ``expired`` (at that instant the
+    daemon's own decline is due too: both agree, whichever reaches the lock first)."""
     deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
-    if deadline is not None and rt.deps.clock.now() > deadline:
+    if deadline is not None and rt.deps.clock.now() >= deadline:
         return Answer(answer.id, ok=False, data=answer.data, reason=EXPIRED)
     return answer
 
