@@ -11,23 +11,28 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.e2e.test_cluster import Node, _owner
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, code_of, open_stub, openai_llm, struct
+from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.clock import parse_rfc3339, rfc3339
+from toolnexus_daemon.model import JSON
 from toolnexus_devtools import ScriptedModelServer
 from toolnexus_devtools.model_server import Received
+
+__all__ = ["pg_dsn", "pg_server"]
 
 DECLINED = "declined/expired: approve?"
 # generous bounds for a loaded machine: the decline lands within this long after the deadline
 LATE_S = 3.0
 
 
-def expiring_webhook(expires_at: str) -> Callable[[Received], object]:
+def expiring_webhook(expires_at: str) -> Callable[[Received], JSON]:
     """A webhook tool that suspends on one request with ``expires_at`` until approved."""
 
-    def handle(req: Received) -> object:
+    def handle(req: Received) -> JSON:
         call = req.json() or {}
         if (call.get("answer") or {}).get("ok"):
             return {"output": "action performed"}
@@ -59,7 +64,13 @@ def settled(stub: pb_grpc.AgentRuntimeStub, rid: str, handle: str,
             until: float) -> tuple[pb.HandleSnapshot, float]:
     """Poll the handle until it is idle again (or ``until``, a wall time, passes): (snapshot, when)."""
     while True:
-        snap = stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle=handle), timeout=10)
+        try:
+            snap = stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle=handle), timeout=10)
+        except grpc.RpcError as err:  # in a cluster: the runtime's lease is moving
+            if err.code() is not grpc.StatusCode.UNAVAILABLE or time.time() > until:
+                raise
+            time.sleep(0.1)
+            continue
         now = time.time()
         if snap.state == "idle" or now > until:
             return snap, now
@@ -153,3 +164,30 @@ def test_a_negative_or_absurd_ttl_is_invalid(daemon: DaemonProcess, model_server
         code, details = code_of(lambda: stub.New(new, timeout=10))
         assert code is grpc.StatusCode.INVALID_ARGUMENT and "options.pending_ttl_ms" in details
 
+
+
+def test_the_daemon_that_takes_a_runtime_over_fires_its_deadline(pg_dsn: str, tmp_path: Path,
+                                                                model_server: ScriptedModelServer) -> None:
+    """A cluster of two on one database: the owner is killed while the suspension waits; the
+    survivor takes the runtime over (its sweeper, nobody calls) and declines it at the deadline."""
+    a, b = Node("a", pg_dsn, tmp_path), Node("b", pg_dsn, tmp_path)
+    try:
+        a.start()
+        rid, handle, request = suspend(a.stub, approval_agent("approver", model_server.approval_url),
+                                       model_server, ttl_ms=6000)
+        b.start()
+        a.proc.kill9()
+        deadline = deadline_of(request)
+        time.sleep(max(0.0, deadline - time.time() + 1.0))  # no call names the runtime meanwhile
+        snap, _ = settled(b.stub, rid, handle, deadline + LATE_S + 10)
+        assert (snap.state, snap.last_result.text) == ("idle", DECLINED)
+        stream = b.stub.Watch(pb.WatchRequest(runtime_id=rid, types=["resumed"], handle=handle), timeout=10)
+        resumed = next(iter(stream))
+        stream.cancel()
+        fired_at = parse_rfc3339(resumed.at)
+        assert fired_at is not None and deadline <= fired_at <= deadline + LATE_S, resumed
+        assert _owner(pg_dsn, rid) == ("b", 2)
+        assert b.proc.has_logged("suspension expired")
+    finally:
+        a.close()
+        b.close()
