@@ -163,12 +163,12 @@ class Deadlines:
             await rt.resume(Answer(request_id, ok=False, reason=EXPIRED), handle_id=hid, no_wait=True)
         except (FailedPrecondition, NotFound, DataLoss) as exc:
             if _waits_on(rt, hid) == request_id:  # not a race lost to an answer: refused for good
-                log.warning("an expired suspension could not be declined",
-                            extra={"runtime": rt.id, "handle": hid, "request": request_id, "error": str(exc)})
+                log.warning("an expired suspension could not be declined", extra={
+                    "runtime": rt.id, "handle": hid, "request_id": request_id, "error": str(exc)})
             return
         stuck.discard((hid, when))  # a new suspension of the handle may reuse the deadline
         self.fired += 1
-        log.info("suspension expired", extra={"runtime": rt.id, "handle": hid, "request": request_id})
+        log.info("suspension expired", extra={"runtime": rt.id, "handle": hid, "request_id": request_id})
 
     def _plan(self, rid: str) -> None:
         try:
