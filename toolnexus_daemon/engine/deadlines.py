@@ -131,6 +131,9 @@ class Deadlines:
             except StoreError as exc:  # the store is away: the runtime is looked at again shortly
                 log.warning("deadlines not checked", extra={"runtime": rid, "error": str(exc)})
                 self.at(rid, self._clock.now() + RETRY_S)
+            except Exception:  # a bug must not stop the deadlines of every other runtime
+                log.exception("deadlines of a runtime failed", extra={"runtime": rid})
+                self.at(rid, self._clock.now() + RETRY_S)
 
     async def _expire(self, rid: str) -> None:
         """Decline every due suspension of ``rid``, then plan its next deadline."""

@@ -20,10 +20,10 @@ MAX_EXPIRY_US = (1 << 64) - 1
 
 def expiry_of(record: JSON) -> float | None:
     """Seconds since the epoch at which ``record``'s open suspension expires, or None."""
-    if record.get("escalating") or contribution(summarize(record)).open_kind is None:
-        return None
     pending = record.get("pending")
-    if not isinstance(pending, dict):
+    if not isinstance(pending, dict) or not pending.get("expires_at") or record.get("escalating"):
+        return None  # the common case, settled without summarising the record
+    if contribution(summarize(record)).open_kind is None:
         return None
     when = parse_rfc3339(pending.get("expires_at"))
     return None if when is None else micros(when) / 1e6  # what every store keeps, to the microsecond
