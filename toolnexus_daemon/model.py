@@ -355,6 +355,8 @@ class RuntimeOptions:
     wait_for: bool = False
     event_retention: int = 0
     max_turns: int = 6
+    # gives a suspension without an expires_at one this far ahead (docs/protocol.md §10); 0 = none
+    pending_ttl_ms: int = 0
 
     def to_json(self) -> JSON:
         return asdict(self)

@@ -32,6 +32,7 @@ from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Fence, Store
 from ..tools.base import Resolver, ToolExecutor
+from .deadlines import Deadlines
 from .ownership import Elsewhere, FencedStore, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
@@ -84,6 +85,8 @@ class Engine:
         self.stopping = False
         # transports replaced by a reattach, closed once no call of theirs can still be in flight
         self._retiring: set[asyncio.Task[None]] = set()
+        # declines the suspensions whose expires_at passed (docs/protocol.md §10)
+        self.deadlines = Deadlines(store, clock, self._runtimes.get)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -109,6 +112,7 @@ class Engine:
             if rt is None:
                 continue
             self._runtimes[rid] = rt
+            self.deadlines.track(rid)
             recovered += rt.lifetime.recover()
             await rt.lifetime.recover_queues()
         return recovered
@@ -158,6 +162,7 @@ class Engine:
         if rt is None:
             return None
         self._runtimes[rid] = rt
+        self.deadlines.track(rid)
         recovered = rt.lifetime.recover()
         await rt.lifetime.recover_queues()
         log.info("runtime taken over", extra={"runtime": rid, "epoch": fence.epoch, "recovered": recovered})
@@ -180,6 +185,7 @@ class Engine:
         if rt is None:
             return
         log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
+        self.deadlines.forget(runtime_id)
         rt.lifetime.retire("the runtime moved to another daemon of the cluster")
         for listener in self.lost_listeners:
             listener(runtime_id)
@@ -195,6 +201,7 @@ class Engine:
         """Stop running turns without changing their state (they continue on the next start, or in
         a cluster on the daemon that takes each runtime: its lease is released once it is stopped)."""
         self.stopping = True
+        await self.deadlines.stop()
         for rt in list(self._runtimes.values()):
             await rt.lifetime.stop()
         if self.ownership is not None:
@@ -210,6 +217,12 @@ class Engine:
             task.cancel()  # closes the retired transport now
         await asyncio.gather(*retiring, return_exceptions=True)
 
+    def _observe(self, rt: Runtime, events: list[Event]) -> None:
+        """Every committed batch of events: a new deadline to the scheduler, then the observer."""
+        self.deadlines.saw(rt.id, events)
+        if self._observer is not None:
+            self._observer(rt, events)
+
     def _store_for(self, fence: Fence | None) -> Store:
         """The store a runtime commits through: fenced by its lease in a cluster."""
         return self.store if fence is None else FencedStore(self.store, fence, self._fenced)
@@ -224,7 +237,7 @@ class Engine:
         options = RuntimeOptions.from_json(rec.get("options"))
         deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, resolver=self._resolver,
-                           observer=self._observer, limits=self.limits)
+                           observer=self._observe, limits=self.limits)
         return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
                        key_digest=str(rec.get("key_digest") or ""))
 
@@ -250,11 +263,12 @@ class Engine:
             if existing is not None:
                 self.check_key(existing, runtime_key)
                 await self._reattach(existing, agents, llm, options)
+                self.deadlines.track(existing.id)  # an agent back in the registry can be declined again
                 return NewOutcome(existing.id, ROOT_ID, True)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
                                executors=self._executors, resolver=self._resolver,
-                               observer=self._observer, limits=self.limits)
+                               observer=self._observe, limits=self.limits)
             rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()
@@ -332,6 +346,7 @@ class Engine:
             await rt.lifetime.stop()
             await rt.deps.store.commit(Batch(purge=[rt.id]))  # fenced by the lease in a cluster
             self._runtimes.pop(rt.id, None)
+            self.deadlines.forget(rt.id)
             await rt.deps.model.aclose()
             if self.ownership is not None:
                 await self.ownership.release(rt.id)

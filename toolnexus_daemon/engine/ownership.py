@@ -93,6 +93,8 @@ class FencedStore:
 
     def pending(self, query: PendingQuery) -> list[PendingRow]:
         return self._store.pending(query)
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        return self._store.expiring(runtime_id, limit)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._store.get_handle(runtime_id, handle_id)

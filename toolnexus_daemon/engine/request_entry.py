@@ -12,6 +12,7 @@ from ..model import JSON, Answer, Request
 class WaitState(StrEnum):
     PENDING = "pending"
     ANSWERED = "answered"
+    EXPIRED = "expired"  # answered by its deadline, or too late: a decline with reason "expired"
     CANCELLED = "cancelled"
 
 

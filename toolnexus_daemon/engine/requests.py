@@ -57,8 +57,8 @@ class RequestIndex:
         return request, existing
 
     def answer(self, change: Change, request_id: str, entry: RequestEntry, handle: str, answer: Answer,
-               top: str) -> None:
-        entry.waits[handle] = Wait(WaitState.ANSWERED, answer, top)
+               top: str, *, expired: bool = False) -> None:
+        entry.waits[handle] = Wait(WaitState.EXPIRED if expired else WaitState.ANSWERED, answer, top)
         change.requests[request_id] = entry
 
     def cancel(self, change: Change, request_id: str, handle: str) -> None:

@@ -27,6 +27,8 @@ from .step import announce_reinvocations
 if TYPE_CHECKING:
     from .context import RuntimeContext
 
+# the reason of a decline the deadline made (docs/protocol.md §10)
+EXPIRED = "expired"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
     change = Change()
-    rt.requests.answer(change, answer.id, entry, target, answer, top=chain[-1].id)
+    rt.requests.answer(change, answer.id, entry, target, answer, top=chain[-1].id,
+                       expired=not effective.ok and effective.reason == EXPIRED)
     for h in chain:
         _restart(rt, h, effective, change, cascade=h is not leaf)
     return Accepted(chain=chain, duplicate=False), change
@@ -94,10 +97,11 @@ def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry
 
 
 def _expired_as_decline(rt: RuntimeContext, answer: Answer, request: Request) -> Answer:
-    """An answer after ``expires_at`` is a decline with reason ``expired``."""
+    """An answer at or after ``expires_at`` is a decline with reason ``expired`` (at that instant the
+    daemon's own decline is due too: both agree, whichever reaches the lock first)."""
     deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
-    if deadline is not None and rt.deps.clock.now() > deadline:
-        return Answer(answer.id, ok=False, data=answer.data, reason="expired")
+    if deadline is not None and rt.deps.clock.now() >= deadline:
+        return Answer(answer.id, ok=False, data=answer.data, reason=EXPIRED)
     return answer
 
 

@@ -17,6 +17,7 @@ from .change import Change
 from .checkpoint import Step
 from .handle import Handle
 from .requests import RequestEntry
+from .ttl import with_ttl
 
 if TYPE_CHECKING:
     from .context import RuntimeContext
@@ -33,7 +34,7 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     is_leaf = step.calls[idx].name != TASK_TOOL or not rt.agent_of(h).team
     entry: RequestEntry | None = None
     if is_leaf:
-        request, entry = rt.requests.open(_with_path(h, request), h.id)
+        request, entry = rt.requests.open(with_ttl(rt, _with_path(h, request)), h.id)
     h.state = HandleState.SUSPENDED
     h.pending = request
     h.suspended_at = rt.deps.clock.now()

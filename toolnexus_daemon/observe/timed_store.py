@@ -46,6 +46,8 @@ class TimedStore:
 
     def pending(self, query: PendingQuery) -> list[PendingRow]:
         return self.inner.pending(query)
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        return self.inner.expiring(runtime_id, limit)
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self.inner.get_handle(runtime_id, handle_id)

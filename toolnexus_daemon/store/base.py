@@ -9,6 +9,7 @@ Tables (all keyed under a runtime id):
   runtimes     runtime_id                    -> runtime record
   handles      (runtime_id, handle_id)       -> handle record
   (handle_index: what ``handles_to_recover`` and ``census`` read, kept by the store with every handle write)
+  (expiries: what ``expiring`` reads, kept the same way)
   messages     (runtime_id, handle_id, idx)  -> one transcript message (append per message)
   checkpoints  (runtime_id, handle_id)       -> the step checkpoint of a handle's open turn
   requests     (runtime_id, request_id)      -> request-index entry
@@ -130,6 +131,9 @@ class Store(Protocol):
     def pending(self, query: PendingQuery) -> list[PendingRow]:
         """Open suspensions oldest first, read from an index: a page costs the same at any number
         of parked handles (a filter by runtime or kind is an index of its own, never a skip)."""
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        """The open suspensions with an ``expires_at`` (``expiry.expiry_of``) as (expires, leaf handle
+        id), soonest first, at most ``limit``: an index kept with every handle write, never a scan."""
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None: ...
 

@@ -10,6 +10,7 @@ are 8-byte big-endian so byte order is numeric order. The longest key is
   handle_index                    rid NUL tag ... (see ``handle_index``)
   messages                        rid NUL hid NUL index:u64be
   events                          rid NUL seq:u64be
+  expiries                        rid NUL tag ... (see ``expiry_index``)
 
 Every value is an envelope: the magic ``b"TN"``, one byte of format version,
 then the record as compact UTF-8 JSON. A record whose version byte is newer
@@ -54,6 +55,7 @@ class Table(StrEnum):
     CHECKPOINTS = "checkpoints"
     REQUESTS = "requests"
     EVENTS = "events"
+    EXPIRIES = "expiries"  # open suspensions by deadline (see ``expiry_index``)
 
 
 # ----------------------------------------------------------------------- keys

@@ -25,7 +25,7 @@ import lmdb
 
 from ..errors import FormatTooNew, StoreError, StoreFull
 from ..model import JSON, Event
-from . import codec, handle_index, lmdb_write, pending_index
+from . import codec, expiry_index, handle_index, lmdb_write, pending_index
 from .base import Batch, HandleCensus, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .datafile import check_data_file, disk_is_full, free_bytes
@@ -137,6 +137,10 @@ class LmdbStore:
     def pending(self, query: PendingQuery) -> list[PendingRow]:
         with self._reading() as env, env.begin() as txn:
             return pending_index.read(txn, self._dbs[Table.HANDLE_INDEX], query)
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        prefix = expiry_index.due_prefix(runtime_id)
+        rows = self._scan(Table.EXPIRIES, prefix, prefix, limit=max(limit, 0))
+        return [expiry_index.row_of(bytes(k), bytes(v)) for k, v in rows]
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._get(Table.HANDLES, codec.pair_key(runtime_id, handle_id))
@@ -244,6 +248,7 @@ def _open_tables(env: lmdb.Environment, path: Path) -> tuple[dict[Table, lmdb._D
                 _migrate(txn, dbs, path, version)
             if version != FORMAT_VERSION or raw is None:
                 txn.put(META_FORMAT_KEY, str(FORMAT_VERSION).encode(), db=meta)
+            expiry_index.build(txn, dbs, meta)
     except lmdb.Error as exc:
         raise StoreError(f"cannot open the tables of the store in {path}: {exc}") from exc
     return dbs, FORMAT_VERSION

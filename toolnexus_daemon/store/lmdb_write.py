@@ -35,7 +35,7 @@ import lmdb
 
 from ..errors import StoreError
 from ..model import JSON
-from . import codec, handle_index, pending_index
+from . import codec, expiry_index, handle_index, pending_index
 from .base import Batch, HandleKey
 from .codec import Table
 from .summary import summarize
@@ -70,7 +70,7 @@ class IndexHandle:
     summary: JSON | None
 
 
-Op = Put | DropFrom | IndexHandle | pending_index.DropRuntime
+Op = Put | DropFrom | IndexHandle | pending_index.DropRuntime | expiry_index.IndexExpiry
 Tables = Mapping[Table, lmdb._Database]
 
 
@@ -84,6 +84,7 @@ def prepare(batch: Batch) -> list[Op]:
         ops.append(_put(Table.RUNTIMES, codec.runtime_key(rid), runtime))
     ops.extend(IndexHandle(rid, hid, None if rec is None else summarize(rec))
                for (rid, hid), rec in batch.handles.items())
+    ops.extend(expiry_index.ops(batch.handles))
     ops.extend(_pairs(Table.HANDLES, batch.handles))
     for rid, hid, index in batch.truncate:
         prefix = codec.message_prefix(rid, hid)
@@ -126,6 +127,8 @@ def apply(txn: lmdb.Transaction, dbs: Tables, ops: list[Op]) -> None:
             handle_index.replace(txn, dbs, op.runtime_id, op.handle_id, op.summary)
         elif isinstance(op, pending_index.DropRuntime):
             pending_index.drop_runtime(txn, dbs[Table.HANDLE_INDEX], op.runtime_id)
+        elif isinstance(op, expiry_index.IndexExpiry):
+            expiry_index.apply(txn, dbs, op)
         else:
             _drop_from(txn, dbs[op.table], op)
 

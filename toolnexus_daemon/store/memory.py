@@ -21,6 +21,7 @@ from ..model import JSON, Event
 from . import codec
 from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, Table
+from .expiry import expiry_of, micros
 from .summary import contribution, summarize
 
 Encoded = bytes | None  # None deletes
@@ -138,6 +139,11 @@ class MemoryStore:
             if c.open_kind is not None and _wanted(query, c.open_kind, row):
                 rows.append(row)
         return sorted(rows)[:max(query.limit, 0)]
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        """Derived from every record on each call: what the indexes of LMDB and PostgreSQL must hold."""
+        rows = [(micros(when), str(rec["id"])) for rec in self.handles(runtime_id)
+                if (when := expiry_of(rec)) is not None]
+        return [(us / 1e6, hid) for us, hid in sorted(rows)[:max(limit, 0)]]
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         raw = self._handles.get((runtime_id, handle_id))

@@ -6,7 +6,8 @@ i.e. like LMDB's keys and Python's ``sorted``; every value column holds the same
 envelope bytes LMDB stores (``codec.encode_value``), so a damaged row reads as the
 same ``StoreError`` naming its table and key. Handles carry what the handle index
 needs as columns (``recover``, ``state``, ``open_kind``, ``since``, from
-``summary.contribution``), kept in the same statement as the record.
+``summary.contribution``, and ``expires``, from ``expiry.expiry_of``), kept in the same
+statement as the record.
 
 ``tn_meta.schema`` holds the version. ``migrate`` takes a transaction-level advisory
 lock, so daemons starting together migrate once; a database whose version is newer
@@ -19,7 +20,7 @@ import psycopg
 
 from ..errors import FormatTooNew
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # the SQLSTATE tn_fence raises when a commit's lease no longer holds (a class of our own)
 FENCE_SQLSTATE = "TN001"
 _LOCK_KEY = 0x746E7363  # "tnsc": the advisory lock that serialises migrations
@@ -67,6 +68,26 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX tn_handles_pending_rt ON tn_handles (rid, since, hid) WHERE open_kind IS NOT NULL",
         "CREATE INDEX tn_handles_pending_rt_kind ON tn_handles (rid, open_kind, since, hid) "
         "WHERE open_kind IS NOT NULL",
+    ],
+    [  # 4: when each open suspension expires (``expiry.expiry_of``), soonest first per runtime
+        "ALTER TABLE tn_handles ADD COLUMN expires double precision",
+        "CREATE INDEX tn_handles_expires ON tn_handles (rid, expires, hid) WHERE expires IS NOT NULL",
+        # the open suspensions stored before: their expires_at read from the record's JSON (after the
+        # 3-byte envelope header); a value that is not a timestamp never expires, as in the daemon
+        r"""DO $$
+            DECLARE r record;
+            BEGIN
+              FOR r IN SELECT rid, hid, value FROM tn_handles WHERE open_kind IS NOT NULL LOOP
+                BEGIN
+                  UPDATE tn_handles SET expires = extract(epoch FROM (convert_from(substring(r.value FROM 4),
+                      'UTF8')::jsonb #>> '{pending,expires_at}')::timestamptz)
+                  WHERE rid = r.rid AND hid = r.hid
+                    AND NOT coalesce((convert_from(substring(r.value FROM 4), 'UTF8')::jsonb ->> 'escalating')
+                                     ::boolean, false);
+                EXCEPTION WHEN others THEN NULL;
+                END;
+              END LOOP;
+            END $$""",
     ],
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -126,6 +126,10 @@ class PgStore:
             return []
         sql, params = pg_pending.pending_sql(query)
         return pg_pending.rows_of(self._query(sql, *params))
+    def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
+        rows = self._query("SELECT expires, hid FROM tn_handles WHERE rid = %s AND expires IS NOT NULL "
+                           "ORDER BY expires, hid LIMIT %s", runtime_id, max(limit, 0))
+        return [(float(cast(float, e)), str(h)) for e, h in rows]
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._one(Table.HANDLES, "SELECT rid, value FROM tn_handles WHERE rid = %s AND hid = %s",

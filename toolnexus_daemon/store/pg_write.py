@@ -31,6 +31,7 @@ from ..model import JSON
 from . import codec
 from .base import Batch, HandleKey
 from .codec import Table
+from .expiry import expiry_of
 from .lmdb_write import ErrorMapper, GroupWriter
 from .pg_link import Link, OneConnection, is_retryable
 from .pg_schema import RUNTIME_TABLES
@@ -48,7 +49,7 @@ def _upsert(table: str, keys: tuple[str, ...], extra: tuple[str, ...] = ()) -> s
             f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}")
 
 
-_HANDLE_COLS = ("recover", "state", "open_kind", "since")
+_HANDLE_COLS = ("recover", "state", "open_kind", "since", "expires")
 SQL = {
     "runtimes": _upsert("tn_runtimes", ("rid",)),
     "handles": _upsert("tn_handles", ("rid", "hid"), _HANDLE_COLS),
@@ -115,7 +116,7 @@ def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Any, 
         row: tuple[Any, ...] = (*ids, codec.encode_value(table, key, rec))
         if index:
             c = contribution(summarize(rec))
-            row += (c.recover, c.state, c.open_kind, c.since)
+            row += (c.recover, c.state, c.open_kind, c.since, expiry_of(rec))
         puts.append(row)
     return [(DELETE[table.value], deletes), (SQL[table.value], puts)]
 

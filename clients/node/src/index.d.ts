@@ -324,6 +324,8 @@ export interface RuntimeOptions {
   waitFor?: boolean;
   eventRetention?: number;
   maxTurns?: number;
+  /** Gives suspensions without an `expiresAt` one this far ahead (docs/protocol.md §10); 0 = none. */
+  pendingTtlMs?: number;
 }
 
 /** The model call a `transport` receives: `{body}`, an OpenAI chat-completions request. */

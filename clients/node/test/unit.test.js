@@ -62,10 +62,10 @@ describe('declarations', () => {
     const reg = registry(agent('a', { does: 'A', uses: { tools: [t, hook], team: ['b'] }, budget: { maxTurns: 3 }, waitFor: true }),
       agent('b', { soul: 'be brief', model: 'small' }));
     const req = newRequest({ registry: reg, llm: { style: 'openai', baseUrl: 'http://127.0.0.1:1', apiKeyEnv: 'KEY' },
-      options: { inboxCap: 4, tool_timeout_ms: 500 }, runtimeId: 'rt-x' });
+      options: { inboxCap: 4, tool_timeout_ms: 500, pendingTtlMs: 60000 }, runtimeId: 'rt-x' });
     assert.equal(req.runtime_id, 'rt-x');
     assert.deepEqual(req.llm, { style: 'openai', base_url: 'http://127.0.0.1:1', api_key_env: 'KEY' });
-    assert.deepEqual(req.options, { inbox_cap: 4, tool_timeout_ms: 500 });
+    assert.deepEqual(req.options, { inbox_cap: 4, tool_timeout_ms: 500, pending_ttl_ms: 60000 });
     const [a, b] = req.agents;
     assert.deepEqual(a.budget, { max_turns: 3 });
     assert.equal(a.wait_for, true);
