@@ -110,8 +110,12 @@ def _form_answer(link: Link, body: bytes) -> Answer:
 
 def _show(link: Link, html: bool) -> HttpResponse:
     if not link.state.open:
-        outcome = Outcome(410, str(link.state), _used(link))
-        return _outcome(outcome, html)
+        response = _outcome(Outcome(410, str(link.state), _used(link)), html)
+        if html or link.answer is None:
+            return response
+        said = {k: v for k, v in link.answer.to_json().items() if k != "id"}
+        body = {**json.loads(response.body), "answer": said}
+        return _reply(410, body, False)
     if html:
         return HttpResponse(200, page.question(link.request), _HTML,
                             {**_COMMON, "Content-Security-Policy": _CSP})
