@@ -181,7 +181,8 @@ def test_unknown_tokens_wrong_methods_and_bad_bodies(
     assert http.get(base + "/elsewhere").status_code == 404
     assert http.put(url, json={"ok": True}).status_code == 405
     assert http.delete(url).headers["allow"] == "GET, HEAD, POST"
-    assert http.post(url, content=b"{not json", headers={"Content-Type": "application/json"}).status_code == 400
+    as_json = {"Content-Type": "application/json"}
+    assert http.post(url, content=b"{not json", headers=as_json).status_code == 400
     assert http.post(url, json={"ok": "yes"}).status_code == 400
     assert http.post(url, json={"ok": True, "data": [1]}).status_code == 400
     assert http.post(url, content=b"ok", headers={"Content-Type": "text/plain"}).status_code == 415
