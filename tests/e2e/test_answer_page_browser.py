@@ -72,8 +72,8 @@ def test_open_the_link_click_approve_and_the_handle_finishes(browser: object, tm
             state = browser.find_element(By.ID, "state")
             assert state.get_attribute("data-state") == "answered", browser.page_source
             assert "close this page" in browser.find_element(By.ID, "message").text
-            done = stub.Wait(pb.WaitRequest(runtime_id=parked.runtime, handle=parked.handle, timeout_ms=10_000),
-                             timeout=15)
+            wait = pb.WaitRequest(runtime_id=parked.runtime, handle=parked.handle, timeout_ms=10_000)
+            done = stub.Wait(wait, timeout=15)
             assert (done.status, done.text) == ("done", "action performed")
             browser.get(parked.pending.answer_url)  # the used link says so
             assert browser.find_element(By.ID, "state").get_attribute("data-state") == "answered"
