@@ -67,7 +67,7 @@ class Links:
         """The link ``token`` opens, or None for a token no link has."""
         wanted = digest(token[:MAX_TOKEN_CHARS])
         store = self._engine.store
-        raw = store.get_request(LINKS_RUNTIME, wanted) if len(token) <= MAX_TOKEN_CHARS else None
+        raw = store.get_request(LINKS_RUNTIME, wanted if len(token) <= MAX_TOKEN_CHARS else _DUMMY)
         if raw is None:
             store.get_request(LINKS_RUNTIME, _DUMMY)  # the second read a known token costs
             hmac.compare_digest(wanted, _DUMMY)
