@@ -28,6 +28,7 @@ from grpc_health.v1._async import HealthServicer
 from . import answers
 from .answers.http import AnswersListenError, HttpServer
 from .api.forward import Forwarder
+from .api.link_forward import LinkForwarder
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
 from .api.store_state import follow_store
@@ -195,8 +196,10 @@ async def _serve(settings: Settings, store: Store) -> int:
 async def _serve_answers(daemon: _Daemon, settings: Settings) -> None:
     """Bind the answer-link listener before any runtime loads, so every link minted has its base;
     ``Info.config`` shows the bound address and the base the links start with."""
+    forwarder = daemon.servicer.forwarder
+    forward = LinkForwarder(forwarder, settings.auth_token) if forwarder is not None else None
     daemon.answers, bound = await answers.start(settings, daemon.engine, daemon.engine.clock,
-                                                settings.peer_limits())
+                                                settings.peer_limits(), forward)
     config = daemon.servicer.facts.config
     config["answers-listen"], config["answers-base-url"] = bound, daemon.engine.answer_base
     log.info("serving answer links",

@@ -15,7 +15,7 @@ from ..config import Settings
 from ..config_answers import base_url
 from ..engine.engine import Engine
 from .http import AnswersListenError, HttpServer
-from .links import Links
+from .links import ForwardAnswer, Links
 from .routes import Routes
 
 __all__ = ["AnswersListenError", "start"]
@@ -24,12 +24,13 @@ __all__ = ["AnswersListenError", "start"]
 MAX_BODY_BYTES = 64 * 1024
 
 
-async def start(settings: Settings, engine: Engine, clock: Clock,
-                limits: PeerLimits) -> tuple[HttpServer, str]:
+async def start(settings: Settings, engine: Engine, clock: Clock, limits: PeerLimits,
+                forward: ForwardAnswer | None = None) -> tuple[HttpServer, str]:
     """Bind the listener of ``settings.answers`` and point the engine's links at it; returns the
-    server and the address it bound (port resolved)."""
+    server and the address it bound (port resolved). In a cluster ``forward`` sends an answer
+    for a runtime another daemon owns to that daemon."""
     assert settings.answers is not None
-    server = HttpServer(Routes(Links(engine, clock), limits), max_body=MAX_BODY_BYTES,
+    server = HttpServer(Routes(Links(engine, clock, forward), limits), max_body=MAX_BODY_BYTES,
                         ssl_context=_ssl(settings))
     bound = await server.start(settings.answers.listen)
     engine.answer_base = base_url(settings.answers, bound, settings.tls is not None)

@@ -12,18 +12,18 @@ and duplicate rules — without the runtime key: the link is the capability.
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ..clock import Clock, parse_rfc3339
 from ..engine.engine import Engine
-from ..engine.links import LINKS_RUNTIME, LinkRow, digest
+from ..engine.links import LINKS_RUNTIME, MAX_TOKEN_CHARS, LinkRow, digest
 from ..engine.ownership import Moved
 from ..engine.request_entry import RequestEntry, WaitState
-from ..errors import DataLoss, FailedPrecondition, NotFound
+from ..errors import DaemonError, DataLoss, FailedPrecondition, NotFound, Unavailable
 from ..model import Answer, Request
 
-MAX_TOKEN_CHARS = 128
 _DUMMY = digest("no link has this token")
 _EXPIRED = "expired"
 
@@ -46,6 +46,8 @@ class Link:
     request: Request
     state: LinkState
     answer: Answer | None = None
+    # kept to vouch for a forwarded answer in a cluster; never shown or logged
+    token: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,18 @@ class Outcome:
     handle: str = ""
 
 
+# in a cluster: sends the answer to the daemon that owns the runtime, vouched for by the token;
+# returns (top handle, duplicate) or raises the owner's refusal as a domain error
+ForwardAnswer = Callable[[Moved, LinkRow, Answer, str], Awaitable[tuple[str, bool]]]
+
+
 class Links:
     """Finds links and answers through them."""
 
-    def __init__(self, engine: Engine, clock: Clock) -> None:
+    def __init__(self, engine: Engine, clock: Clock, forward: ForwardAnswer | None = None) -> None:
         self._engine = engine
         self._clock = clock
+        self._forward = forward
 
     def find(self, token: str) -> Link | None:
         """The link ``token`` opens, or None for a token no link has."""
@@ -79,7 +87,7 @@ class Links:
         entry = RequestEntry.from_json(rec)
         if not any(hmac.compare_digest(wanted, d) for d in entry.links):
             return None
-        return self._link(row, entry)
+        return replace(self._link(row, entry), token=token)
 
     def _link(self, row: LinkRow, entry: RequestEntry) -> Link:
         request = Request.from_json(entry.request)
@@ -103,24 +111,33 @@ class Links:
         if link.state in (LinkState.CANCELLED, LinkState.EXPIRED, LinkState.GONE):
             return Outcome(410, str(link.state), _gone(link.state))
         try:
-            rt = await self._engine.open(link.row.runtime)
+            handle, duplicate = await self._resume(link, answer)
         except (NotFound, DataLoss):
             return Outcome(410, str(LinkState.GONE), _gone(LinkState.GONE))
-        except Moved as exc:  # in a cluster: another daemon serves it (docs/protocol.md §10)
+        except Moved as exc:  # in a cluster, with no forwarding: another daemon serves it
             return Outcome(503, "elsewhere", f"the request is served by daemon {exc.owner} of the cluster; "
                                              "open the link again in a moment")
-        except FailedPrecondition as exc:  # the daemon is stopping
-            return Outcome(503, "unavailable", str(exc))
-        try:
-            out = await rt.resume(answer, link.row.handle, no_wait=True)
-        except NotFound:
-            return Outcome(410, str(LinkState.GONE), _gone(LinkState.GONE))
         except FailedPrecondition:
             return Outcome(409, "conflict", "this request was already answered differently; "
                                             "a different answer cannot replace it")
-        if out.duplicate:
-            return Outcome(200, "duplicate", "this answer was already given; nothing changed", out.handle)
-        return Outcome(200, "answered", "thank you: the answer was delivered", out.handle)
+        except DaemonError as exc:  # stopping, or the owner could not be reached: try again
+            return Outcome(503, "unavailable", str(exc))
+        if duplicate:
+            return Outcome(200, "duplicate", "this answer was already given; nothing changed", handle)
+        return Outcome(200, "answered", "thank you: the answer was delivered", handle)
+
+    async def _resume(self, link: Link, answer: Answer) -> tuple[str, bool]:
+        """Resume here, or (cluster) on the daemon that owns the runtime."""
+        if self._engine.stopping:
+            raise Unavailable("the daemon is shutting down; open the link again in a moment")
+        try:
+            rt = await self._engine.open(link.row.runtime)
+        except Moved as moved:
+            if self._forward is None:
+                raise
+            return await self._forward(moved, link.row, answer, link.token)
+        out = await rt.resume(answer, link.row.handle, no_wait=True)
+        return out.handle, out.duplicate
 
 
 def _gone(state: LinkState) -> str:

@@ -15,6 +15,7 @@ The token itself exists only in the ``Request.answer_url`` the engine announces 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,12 +23,15 @@ from typing import TYPE_CHECKING
 from ..model import JSON, AgentDef, RuntimeOptions
 
 if TYPE_CHECKING:
+    from ..store.base import Store
     from .context import RuntimeContext
     from .handle import Handle
 
 LINKS_RUNTIME = "~answer-links"
 PATH_PREFIX = "/a/"
 TOKEN_BYTES = 32
+# longer than any token minted (43 characters): refused before any work
+MAX_TOKEN_CHARS = 128
 
 
 def digest(token: str) -> str:
@@ -75,3 +79,16 @@ def asks_for_link(rt: RuntimeContext, h: Handle, tool: str) -> bool:
 def any_asks(agents: list[AgentDef], options: RuntimeOptions) -> bool:
     """Whether a registry asks for links anywhere (the daemon must then serve them)."""
     return options.answer_link or any(a.answer_link or any(t.answer_link for t in a.tools) for a in agents)
+
+
+def opens(store: Store, token: str, runtime: str, request: str, handle: str) -> bool:
+    """Whether ``token`` is a link minted for exactly this runtime, request and handle (what lets
+    an answer forwarded between daemons of a cluster stand in for the runtime key)."""
+    if not token or len(token) > MAX_TOKEN_CHARS:
+        return False
+    wanted = digest(token)
+    raw = store.get_request(LINKS_RUNTIME, wanted)
+    if raw is None or LinkRow.from_json(raw) != LinkRow(runtime, request, handle):
+        return False
+    entry = store.get_request(runtime, request)
+    return entry is not None and any(hmac.compare_digest(wanted, str(d)) for d in entry.get("links") or [])
