@@ -48,35 +48,30 @@ def _wait(stub: pb_grpc.AgentRuntimeStub, rid: str, handle: str) -> pb.TaskResul
 def test_a_suspension_gets_a_link_announced_on_wait_snapshot_list_and_watch(
         stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer, http: httpx.Client) -> None:
     """The link starts with the daemon's base; GET (JSON) shows the request it answers."""
-    parked = park(stub, model)
-    url = parked.pending.answer_url
-    assert url.startswith(answers_base(stub) + "/a/") and len(token_of(url)) == 43
-    snap = stub.Snapshot(pb.SnapshotRequest(runtime_id=parked.runtime, handle=parked.handle), timeout=5)
-    assert snap.pending.answer_url == url
-    listed = stub.List(pb.ListRequest(runtime_id=parked.runtime), timeout=5)
-    assert [h.pending.answer_url for h in listed.handles if h.id == parked.handle] == [url]
-    live = stub.Watch(pb.WatchRequest(runtime_id=parked.runtime), timeout=5)
+    agent = approval_agent("approver", model.approval_url)
+    agent.tools[0].answer_link = True
+    rid = stub.New(pb.NewRequest(agents=[agent], llm=openai_llm(model.url)), timeout=5).runtime_id
+    handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="approver"), timeout=5).handle
+    live = stub.Watch(pb.WatchRequest(runtime_id=rid, types=["pending"]), timeout=20)
     try:
-        announced = [e.pending.answer_url for e in _until_pending(live)]
+        stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="do the thing"), timeout=5)
+        announced = next(iter(live)).pending.answer_url
     finally:
         live.cancel()
-    assert url in announced or announced == [""]  # replayed from the store: the token is not kept there
+    pending = _wait(stub, rid, handle).pending
+    url = pending.answer_url
+    assert url == announced and url.startswith(answers_base(stub) + "/a/") and len(token_of(url)) == 43
+    snap = stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle=handle), timeout=5)
+    assert snap.pending.answer_url == url
+    listed = stub.List(pb.ListRequest(runtime_id=rid), timeout=5)
+    assert [h.pending.answer_url for h in listed.handles if h.id == handle] == [url]
     got = http.get(url, headers=JSON_ACCEPT)
     assert got.status_code == 200, got.text
     assert got.headers["cache-control"] == "no-store" and got.headers["referrer-policy"] == "no-referrer"
     body = got.json()
-    assert (body["state"], body["request"]["id"], body["request"]["kind"]) == \
-        ("pending", parked.pending.id, "approval")
-    assert body["request"]["prompt"] == parked.pending.prompt and "answer_url" not in body["request"]
-
-
-def _until_pending(stream: Iterator[pb.Event]) -> list[pb.Event]:
-    out = []
-    for event in stream:
-        if event.type == "pending":
-            out.append(event)
-            return out
-    return out
+    assert (body["state"], body["request"]["id"], body["request"]["kind"]) == ("pending", pending.id, "approval")
+    assert body["request"]["prompt"] == pending.prompt and "answer_url" not in body["request"]
+    assert http.head(url).status_code == 200
 
 
 def test_post_answers_then_duplicate_then_conflict_then_gone(
