@@ -69,7 +69,8 @@ def test_a_suspension_gets_a_link_announced_on_wait_snapshot_list_and_watch(
     assert got.status_code == 200, got.text
     assert got.headers["cache-control"] == "no-store" and got.headers["referrer-policy"] == "no-referrer"
     body = got.json()
-    assert (body["state"], body["request"]["id"], body["request"]["kind"]) == ("pending", pending.id, "approval")
+    request = body["request"]
+    assert (body["state"], request["id"], request["kind"]) == ("pending", pending.id, "approval")
     assert body["request"]["prompt"] == pending.prompt and "answer_url" not in body["request"]
     assert http.head(url).status_code == 200
 
