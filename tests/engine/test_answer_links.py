@@ -17,6 +17,8 @@ from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_devtools.model_server import chat_response, tool_call
 
 from .conftest import Bench, new_runtime
+from .test_nested import COORD, two_level_model
+from .test_single_level import secret_action
 
 BASE = "https://approve.example"
 
@@ -107,3 +109,25 @@ async def test_answering_through_the_link_resumes_the_handle(bench: Bench) -> No
     assert again is not None and again.state is LinkState.ANSWERED
     assert (await links.answer(again, Answer(pending.id, ok=True))).state == "duplicate"
     assert (await links.answer(again, Answer(pending.id, ok=False))).status == 409
+
+
+async def test_the_parent_of_a_linked_suspension_announces_the_same_link(bench: Bench) -> None:
+    """A coordinator whose sub-agent asked for a link is suspended on the same request, link and all:
+    the app waiting on the top-level handle gets the URL."""
+    bench.engine.answer_base = BASE
+    bench.model.script = two_level_model
+    bench.tools.functions["secret_action"] = secret_action
+    asker = AgentDef(name="asker", does="asks for approval", soul="asker",
+                     tools=(ToolDef(name="secret_action"),), answer_link=True)
+    rt = await new_runtime(bench, "n1", COORD, asker)
+    top = (await rt.spawn("root", "coordinator")).id
+    await rt.wake(top, "start")
+    result = await rt.wait(top, 5000)
+    assert result.pending is not None and result.pending.answer_url is not None
+    assert rt.snapshot(f"{top}/asker.1").pending.answer_url == result.pending.answer_url
+    links = Links(bench.engine, bench.clock)
+    link = links.find(result.pending.answer_url.rsplit("/", 1)[1])
+    assert link is not None and link.row.handle == f"{top}/asker.1"
+    assert (await links.answer(link, Answer(result.pending.id, ok=True))).handle == top
+    done = await rt.wait(top, 5000)
+    assert done.status is Status.DONE
