@@ -22,6 +22,8 @@ import h11
 log = logging.getLogger("toolnexus_daemon.answers")
 
 READ_TIMEOUT_S = 10.0
+# connections served at once; past it a new one is closed at once (a flood cannot hold the loop)
+MAX_CONNECTIONS = 256
 MAX_HEAD_BYTES = 16 * 1024
 CHUNK = 16 * 1024
 
@@ -61,6 +63,7 @@ class HttpServer:
         self._max_body = max_body
         self._ssl = ssl_context
         self._server: asyncio.Server | None = None
+        self._active = 0
 
     async def start(self, address: str) -> str:
         """Listen on ``host:port``; returns it with the port resolved."""
@@ -79,6 +82,16 @@ class HttpServer:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._active >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self._active += 1
+        try:
+            await self._exchange(reader, writer)
+        finally:
+            self._active -= 1
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         try:
             try:

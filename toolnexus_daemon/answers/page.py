@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+from urllib.parse import urlsplit
 
 from ..model import Request
 
@@ -32,8 +33,7 @@ def question(request: Request) -> bytes:
     data = {k: v for k, v in (request.data or {}).items() if k != "path"}
     pretty = json.dumps(data, indent=2, ensure_ascii=False)
     shown = f'<pre id="data">{html.escape(pretty)}</pre>' if data else ""
-    link = (f'<p><a href="{html.escape(request.url, quote=True)}" rel="noreferrer noopener">'
-            f"{html.escape(request.url)}</a></p>") if request.url else ""
+    link = _link(request.url) if request.url else ""
     expires = f'<p class="muted">Expires {html.escape(request.expires_at)}</p>' if request.expires_at else ""
     body = (f'<h1>{html.escape(request.kind or "Request")}</h1>'
             f'<p id="prompt">{html.escape(request.prompt)}</p>{link}{shown}{expires}'
@@ -45,6 +45,14 @@ def question(request: Request) -> bytes:
             "</form>"
             f'<p class="muted">Request {html.escape(request.id)}</p>')
     return _doc(request.prompt[:60] or "Answer", body)
+
+
+def _link(url: str) -> str:
+    """The request's ``url``: a link only when it is http(s) (never ``javascript:`` and the like)."""
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        return f'<p id="url">{html.escape(url)}</p>'
+    return (f'<p id="url"><a href="{html.escape(url, quote=True)}" rel="noreferrer noopener">'
+            f"{html.escape(url)}</a></p>")
 
 
 def message(title: str, text: str, *, state: str) -> bytes:
