@@ -194,6 +194,8 @@ def test_oauth_redirect_answers_an_authorization_request(
     seen: list[dict[str, object]] = []
     parked = park(stub, model, agent=sign_in_agent(model, seen))
     assert parked.pending.kind == "authorization"
+    assert http.head(parked.pending.answer_url + "?code=abc123&state=xyz").status_code == 200  # not an answer
+    assert http.get(parked.pending.answer_url, headers=JSON_ACCEPT).json()["state"] == "pending"
     landed = http.get(parked.pending.answer_url + "?code=abc123&state=xyz", headers={"Accept": "text/html"})
     assert landed.status_code == 200 and "close this page" in landed.text
     done = _wait(stub, parked.runtime, parked.handle)

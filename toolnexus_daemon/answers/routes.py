@@ -57,7 +57,9 @@ class Routes:
         if req.method == "POST":
             return await self._post(req, link)
         query = {k: v[0] for k, v in parse_qs(parts.query, max_num_fields=50).items()}
-        if link.request.kind == AUTHORIZATION and ("code" in query or "error" in query):
+        # only a GET answers (a HEAD, or a chat app's preview of a plain link, changes nothing)
+        redirect = "code" in query or "error" in query
+        if req.method == "GET" and link.request.kind == AUTHORIZATION and redirect:
             return await self._redirect(link, query, html)
         return _show(link, html)
 
