@@ -8,7 +8,8 @@ the page's form. ``GET /a/<token>?code=…&state=…`` (or ``?error=…``) answe
 Statuses: 200 shown or answered (``state: duplicate`` for the same answer again), 400 bad body,
 404 no such link, 405 other methods, 409 a different answer than the one given, 410 a link that
 was used up (answered, cancelled, expired, its runtime deleted), 413 body too large, 415 a body
-that is neither JSON nor a form, 503 in a cluster when another daemon serves the runtime.
+that is neither JSON nor a form, 503 when the store cannot be read or (cluster) the runtime's
+owner cannot be reached.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 from urllib.parse import parse_qs, urlsplit
 
 from ..bounds import PeerDataError, PeerLimits, check_json
+from ..errors import StoreError
 from ..model import JSON, Answer
 from . import page
 from .http import HttpRequest, HttpResponse
@@ -51,7 +53,11 @@ class Routes:
         if req.method not in ("GET", "HEAD", "POST"):
             return _reply(405, {"error": f"{req.method} is not served here; use GET or POST"}, html,
                           {"Allow": "GET, HEAD, POST"})
-        link = self._links.find(segments[-1])
+        try:
+            link = self._links.find(segments[-1])
+        except StoreError as exc:  # the database is down, or a record does not decode: try later
+            return _reply(503, {"error": f"the daemon cannot read its store right now: {exc}"}, html,
+                          {"Retry-After": "5"})
         if link is None:
             return _reply(404, {"error": "no such link (check that it was copied whole)"}, html)
         if req.method == "POST":
