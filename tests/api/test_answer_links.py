@@ -175,6 +175,7 @@ def test_unknown_tokens_wrong_methods_and_bad_bodies(
     assert http.post(forged, json={"ok": True}).status_code == 404
     assert http.get(base + "/a/" + "x" * 5000).status_code == 404
     assert http.get(base + "/elsewhere").status_code == 404
+    assert http.get(url, headers={"X-Pad": "x" * 100_000}).status_code == 400  # a head far past 16 KiB
     assert http.put(url, json={"ok": True}).status_code == 405
     assert http.delete(url).headers["allow"] == "GET, HEAD, POST"
     as_json = {"Content-Type": "application/json"}
