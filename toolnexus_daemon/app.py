@@ -26,7 +26,10 @@ from typing import TYPE_CHECKING
 from grpc import aio
 from grpc_health.v1._async import HealthServicer
 
+from . import answers
+from .answers.http import AnswersListenError, HttpServer
 from .api.forward import Forwarder
+from .api.link_forward import LinkForwarder
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
 from .api.store_state import follow_store
@@ -69,6 +72,8 @@ class _Daemon:
     metrics_server: MetricsServer
     # a member of a cluster: this daemon's runtime leases
     membership: Membership | None = None
+    # the answer-link listener (--answers-listen), once bound
+    answers: HttpServer | None = None
 
 
 def run(settings: Settings) -> int:
@@ -84,7 +89,7 @@ def run(settings: Settings) -> int:
         return 1
     try:
         code = asyncio.run(_serve(settings, store))
-    except (ListenError, MetricsListenError) as exc:
+    except (ListenError, MetricsListenError, AnswersListenError) as exc:
         print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception:
@@ -172,6 +177,8 @@ async def _serve(settings: Settings, store: Store) -> int:
     daemon.servicer.remote_shutdown = settings.allow_remote_shutdown
     if settings.metrics_listen:
         daemon.servicer.facts.metrics_address = await daemon.metrics_server.start(settings.metrics_listen)
+    if settings.answers is not None:
+        await _serve_answers(daemon, settings)
     await set_health(daemon.health, serving=False)
     follow_store(store, daemon.health, daemon.servicer)
     await daemon.server.start()
@@ -190,6 +197,19 @@ async def _serve(settings: Settings, store: Store) -> int:
     finally:
         await _shutdown(daemon, settings.grace)
     return 0
+
+
+async def _serve_answers(daemon: _Daemon, settings: Settings) -> None:
+    """Bind the answer-link listener before any runtime loads, so every link minted has its base;
+    ``Info.config`` shows the bound address and the base the links start with."""
+    forwarder = daemon.servicer.forwarder
+    forward = LinkForwarder(forwarder, settings.auth_token) if forwarder is not None else None
+    daemon.answers, bound = await answers.start(settings, daemon.engine, daemon.engine.clock,
+                                                settings.peer_limits(), forward)
+    config = daemon.servicer.facts.config
+    config["answers-listen"], config["answers-base-url"] = bound, daemon.engine.answer_base
+    log.info("serving answer links",
+             extra={"answers_address": bound, "answers_base_url": daemon.engine.answer_base})
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -240,5 +260,7 @@ async def _shutdown(daemon: _Daemon, grace: float) -> None:
     for executor in daemon.executors:
         await executor.aclose()
     await daemon.metrics_server.close()
+    if daemon.answers is not None:
+        await daemon.answers.close()
     if daemon.servicer.forwarder is not None:
         await daemon.servicer.forwarder.close()

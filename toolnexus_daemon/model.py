@@ -91,6 +91,9 @@ class Request:
     url: str | None = None
     data: JSON | None = None
     expires_at: str | None = None
+    # an answer link (docs/protocol.md §10): it holds the link's secret token, so it lives only in
+    # memory and is announced live; ``to_json`` (what the store keeps) leaves it out on purpose
+    answer_url: str | None = field(default=None, compare=False)
 
     def to_json(self) -> JSON:
         # by hand, not dataclasses.asdict: this runs for every suspended handle in every commit
@@ -267,6 +270,8 @@ class ToolDef:
     http: HttpConfig | None = None
     # total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms
     deadline_ms: int = 0
+    # its suspensions get Request.answer_url (docs/protocol.md §10)
+    answer_link: bool = False
 
     def to_json(self) -> JSON:
         d: JSON = {"name": self.name, "description": self.description,
@@ -275,6 +280,8 @@ class ToolDef:
             d["http"] = self.http.to_json()
         if self.deadline_ms:
             d["deadline_ms"] = self.deadline_ms
+        if self.answer_link:
+            d["answer_link"] = True
         return d
 
     @classmethod
@@ -282,7 +289,7 @@ class ToolDef:
         return cls(name=d["name"], description=d.get("description") or "",
                    input_schema=d.get("input_schema") or {}, source=ToolSource(d.get("source") or "native"),
                    http=HttpConfig.from_json(d["http"]) if d.get("http") else None,
-                   deadline_ms=int(d.get("deadline_ms") or 0))
+                   deadline_ms=int(d.get("deadline_ms") or 0), answer_link=bool(d.get("answer_link")))
 
 
 @dataclass(frozen=True)
@@ -297,19 +304,25 @@ class AgentDef:
     wait_for: bool = False
     # extra model-request body parameters, merged over LlmConfig.request_params
     request_params: JSON = field(default_factory=dict)
+    # suspensions of this agent (and its tools) get Request.answer_url (docs/protocol.md §10)
+    answer_link: bool = False
 
     def to_json(self) -> JSON:
-        return {"name": self.name, "does": self.does, "model": self.model, "soul": self.soul,
-                "tools": [t.to_json() for t in self.tools], "team": list(self.team),
-                "budget": self.budget.to_json(), "wait_for": self.wait_for,
-                "request_params": dict(self.request_params)}
+        d: JSON = {"name": self.name, "does": self.does, "model": self.model, "soul": self.soul,
+                   "tools": [t.to_json() for t in self.tools], "team": list(self.team),
+                   "budget": self.budget.to_json(), "wait_for": self.wait_for,
+                   "request_params": dict(self.request_params)}
+        if self.answer_link:
+            d["answer_link"] = True
+        return d
 
     @classmethod
     def from_json(cls, d: JSON) -> AgentDef:
         return cls(name=d["name"], does=d.get("does") or "", model=d.get("model") or "inherit",
                    soul=d.get("soul") or "", tools=tuple(ToolDef.from_json(t) for t in d.get("tools") or ()),
                    team=tuple(d.get("team") or ()), budget=Budget.from_json(d.get("budget")),
-                   wait_for=bool(d.get("wait_for")), request_params=dict(d.get("request_params") or {}))
+                   wait_for=bool(d.get("wait_for")), request_params=dict(d.get("request_params") or {}),
+                   answer_link=bool(d.get("answer_link")))
 
 
 @dataclass(frozen=True)
@@ -357,6 +370,8 @@ class RuntimeOptions:
     max_turns: int = 6
     # gives a suspension without an expires_at one this far ahead (docs/protocol.md §10); 0 = none
     pending_ttl_ms: int = 0
+    # every suspension of the runtime gets Request.answer_url (docs/protocol.md §10)
+    answer_link: bool = False
 
     def to_json(self) -> JSON:
         return asdict(self)

@@ -53,6 +53,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_ADVERTISE": ("10.0.0.7:50051", "10.0.0.7:50051"),
         "TOOLNEXUS_NODE_ID": ("node-7", "node-7"),
         "TOOLNEXUS_LEASE_MS": ("4000", 4000),
+        "TOOLNEXUS_ANSWERS_LISTEN": ("8443", "127.0.0.1:8443"),
+        "TOOLNEXUS_ANSWERS_BASE_URL": ("https://approve.example/", "https://approve.example"),
     }
 
 
@@ -79,6 +81,8 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_TOOL_DEADLINE_MS": s.limits.tool_deadline_ms,
         "TOOLNEXUS_STORE": s.store, "TOOLNEXUS_STORE_PASSWORD_FILE": s.store_password,
         "TOOLNEXUS_ADVERTISE": s.advertise, "TOOLNEXUS_NODE_ID": s.node_id, "TOOLNEXUS_LEASE_MS": s.lease_ms,
+        "TOOLNEXUS_ANSWERS_LISTEN": s.answers and s.answers.listen,
+        "TOOLNEXUS_ANSWERS_BASE_URL": s.answers and s.answers.base_url,
     }[name]
 
 
@@ -108,6 +112,8 @@ def test_every_environment_variable_sets_its_flag(tmp_path: Path, certs: Certs) 
             env["TOOLNEXUS_STORE"] = "postgresql://tn@127.0.0.1:5432/tn"
         if name in ("TOOLNEXUS_NODE_ID", "TOOLNEXUS_LEASE_MS"):
             env["TOOLNEXUS_ADVERTISE"] = "10.0.0.7:50051"
+        if name == "TOOLNEXUS_ANSWERS_BASE_URL":  # a base for links needs their listener
+            env["TOOLNEXUS_ANSWERS_LISTEN"] = "127.0.0.1:0"
         env[name] = raw
         assert _held(load([], env), name) == expected, name
     assert load([], {"TOOLNEXUS_TOKEN": " tok "}).auth_token == "tok"

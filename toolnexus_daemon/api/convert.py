@@ -88,7 +88,8 @@ def optional_struct(msg: Any, name: str) -> JSON | None:
 
 def request_to(req: Request) -> pb.Request:
     msg = pb.Request(id=read_text(req.id), kind=read_text(req.kind), prompt=read_text(req.prompt),
-                     url=read_text(req.url), expires_at=read_text(req.expires_at))
+                     url=read_text(req.url), expires_at=read_text(req.expires_at),
+                     answer_url=read_text(req.answer_url))
     if req.data:
         msg.data.CopyFrom(to_struct(req.data))
     return msg

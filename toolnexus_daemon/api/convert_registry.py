@@ -68,7 +68,7 @@ def options_from(msg: pb.RuntimeOptions, default_retention: int = 0) -> RuntimeO
         "max_concurrent_turns": msg.max_concurrent_turns, "inbox_cap": msg.inbox_cap,
         "close_grace_ms": msg.close_grace_ms, "tool_timeout_ms": msg.tool_timeout_ms,
         "wait_for": msg.wait_for, "event_retention": msg.event_retention or default_retention,
-        "max_turns": msg.max_turns, "pending_ttl_ms": msg.pending_ttl_ms})
+        "max_turns": msg.max_turns, "pending_ttl_ms": msg.pending_ttl_ms, "answer_link": msg.answer_link})
 
 
 def _agent(msg: pb.AgentDef, problems: list[str]) -> AgentDef:
@@ -76,7 +76,7 @@ def _agent(msg: pb.AgentDef, problems: list[str]) -> AgentDef:
     return AgentDef(name=msg.name, does=msg.does, model=msg.model or "inherit", soul=msg.soul,
                     tools=tuple(_tool(t, where, problems) for t in msg.tools), team=tuple(msg.team),
                     budget=budget_from(msg.budget), wait_for=msg.wait_for,
-                    request_params=optional_struct(msg, "request_params") or {})
+                    request_params=optional_struct(msg, "request_params") or {}, answer_link=msg.answer_link)
 
 
 def _tool(msg: pb.ToolDef, where: str, problems: list[str]) -> ToolDef:
@@ -90,7 +90,7 @@ def _tool(msg: pb.ToolDef, where: str, problems: list[str]) -> ToolDef:
         problems.append(f'{where}: tool "{msg.name}" deadline_ms must not be negative (0 = the default)')
     return ToolDef(name=msg.name, description=msg.description,
                    input_schema=from_struct(msg.input_schema), source=source or ToolSource.NATIVE, http=http,
-                   deadline_ms=max(0, msg.deadline_ms))
+                   deadline_ms=max(0, msg.deadline_ms), answer_link=msg.answer_link)
 
 
 def _http(msg: pb.HttpConfig, where: str, problems: list[str]) -> HttpConfig:

@@ -144,6 +144,20 @@ class Forwarder:
                                       context, moved):
             yield reply
 
+    async def send(self, method: str, request: Message, moved: Moved, metadata: list[tuple[str, str]],
+                   timeout: float) -> Message:
+        """A call this daemon makes itself (not on a caller's behalf) to ``moved``'s owner, such as
+        an answer that came in through a link (``api.link_forward``); errors are the owner's."""
+        call = self._channel(moved.address).unary_unary(*_wire(method))
+        self.forwarded += 1
+        try:
+            sent = [*metadata, (FORWARDED_BY, self.node)]
+            reply: Message = await call(request, metadata=sent, timeout=timeout)
+        except aio.AioRpcError as err:
+            self._failed(err, moved)
+            raise
+        return reply
+
     async def close(self) -> None:
         for channel in self._channels.values():
             await channel.close()

@@ -11,16 +11,19 @@ from typing import Any
 
 from grpc import aio
 
+from ..engine import links
 from ..engine.engine import Engine
 from ..engine.runtime import Runtime
 
 RUNTIME_KEY_HEADER = "x-toolnexus-runtime-key"
+# an answer a daemon of the cluster forwards from an answer link: the link stands in for the key
+ANSWER_LINK_HEADER = "x-toolnexus-answer-link"
 
 
-def presented_key(context: aio.ServicerContext[Any, Any]) -> str:
-    """The runtime key the caller sent, or "" when it sent none."""
+def presented_key(context: aio.ServicerContext[Any, Any], header: str = RUNTIME_KEY_HEADER) -> str:
+    """The runtime key (or ``header``) the caller sent, or "" when it sent none."""
     for key, value in context.invocation_metadata() or ():
-        if key == RUNTIME_KEY_HEADER:
+        if key == header:
             return value if isinstance(value, str) else value.decode()
     return ""
 
@@ -30,5 +33,17 @@ async def open_runtime(engine: Engine, runtime_id: str, context: aio.ServicerCon
     cluster ``Moved`` when another daemon owns it)."""
     rt = await engine.open(runtime_id)
     if rt.key_digest:  # only a protected runtime pays for reading the metadata
+        engine.check_key(rt, presented_key(context))
+    return rt
+
+
+async def open_for_answer(engine: Engine, runtime_id: str, request_id: str, handle: str,
+                          context: aio.ServicerContext[Any, Any]) -> Runtime:
+    """``open_runtime`` for ``Resume``: an answer link minted for exactly this request and handle
+    (``x-toolnexus-answer-link``, sent by a daemon of the cluster forwarding a link's answer)
+    stands in for the runtime key, for this one answer only."""
+    rt = await engine.open(runtime_id)
+    if rt.key_digest and not links.opens(engine.store, presented_key(context, ANSWER_LINK_HEADER), runtime_id,
+                                         request_id, handle):
         engine.check_key(rt, presented_key(context))
     return rt

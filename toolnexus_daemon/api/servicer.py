@@ -33,7 +33,7 @@ from .convert_registry import registry_from, spawn_budget
 from .fit import fit_result, fit_snapshots
 from .forward import Forwarder
 from .info import DaemonFacts, cluster_nodes, info_response
-from .keys import open_runtime, presented_key
+from .keys import open_for_answer, open_runtime, presented_key
 from .limits import check_prompt
 from .pending_watch import CLUSTER_POLL_S, PendingHub, watch
 from .status import streaming, unary
@@ -200,7 +200,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         if not request.HasField("answer"):
             raise InvalidArgument("answer is required")
         answer = convert.answer_from(request.answer)
-        rt = await self._runtime(request.runtime_id, context)
+        self._require_open()
+        rt = await open_for_answer(self._engine, request.runtime_id, answer.id, request.handle, context)
         try:
             out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait), rt)
         except NotFound:

@@ -37,6 +37,8 @@ class Change:
     truncate: list[tuple[str, int]] = field(default_factory=list)
     checkpoints: dict[str, Checkpoint | None] = field(default_factory=dict)
     requests: dict[str, RequestEntry] = field(default_factory=dict)
+    # answer-link rows by token digest (``engine.links``), stored beside the request entries
+    links: dict[str, JSON] = field(default_factory=dict)
     events: list[EventSpec] = field(default_factory=list)
     runtime: bool = False
 

@@ -24,6 +24,7 @@ from ..store.base import Batch
 from .change import Change, EventSpec
 from .context import Deps
 from .handles import HandleTable
+from .links import LINKS_RUNTIME
 
 # the most changes one transaction carries
 MAX_GROUP = 256
@@ -79,6 +80,8 @@ def to_batch(runtime_id: str, change: Change, record: JSON | None) -> Batch:
         batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
     for req_id, entry in change.requests.items():
         batch.requests[(rid, req_id)] = entry.to_json()
+    for link_digest, row in change.links.items():
+        batch.requests[(LINKS_RUNTIME, link_digest)] = row
     return batch
 
 

@@ -32,6 +32,7 @@ from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Batch, Fence, Store
 from ..tools.base import Resolver, ToolExecutor
+from . import links
 from .deadlines import Deadlines
 from .ownership import Elsewhere, FencedStore, Moved, Ownership
 from .registry import validate, validate_runtime_id
@@ -73,6 +74,8 @@ class Engine:
         self.limits = limits or PeerLimits()
         # None: no check (engine tests); the daemon always passes the operator's list
         self.env_allow = env_allow
+        # what answer links start with; set by the composition root once the listener is bound
+        self.answer_base = ""
         self.clock = clock
         self._model_for = model_for
         self._executors = executors
@@ -237,7 +240,8 @@ class Engine:
         options = RuntimeOptions.from_json(rec.get("options"))
         deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, resolver=self._resolver,
-                           observer=self._observe, limits=self.limits)
+                           observer=self._observe, limits=self.limits,
+                           answer_base=self.answer_base)
         return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
                        key_digest=str(rec.get("key_digest") or ""))
 
@@ -251,6 +255,9 @@ class Engine:
         if runtime_id:
             validate_runtime_id(runtime_id)
         validate(agents, llm, options, env_allow=self.env_allow)
+        if not self.answer_base and links.any_asks(agents, options):
+            raise FailedPrecondition("answer_link needs a daemon that serves answer links: start it with "
+                                     "--answers-listen HOST:PORT (docs/protocol.md §10), or drop answer_link")
         fence = None
         if self.ownership is not None:
             fresh = not runtime_id  # a new id: nothing stored to open, claim it straight away
@@ -268,7 +275,8 @@ class Engine:
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
                                executors=self._executors, resolver=self._resolver,
-                               observer=self._observe, limits=self.limits)
+                               observer=self._observe, limits=self.limits,
+                               answer_base=self.answer_base)
             rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()

@@ -45,6 +45,8 @@ class RequestEntry:
 
     request: JSON
     waits: dict[str, Wait] = field(default_factory=dict)
+    # sha256 digests of the answer links minted for it (``engine.links``); never the tokens
+    links: list[str] = field(default_factory=list)
 
     @classmethod
     def opened(cls, request: Request, handle: str) -> RequestEntry:
@@ -58,9 +60,13 @@ class RequestEntry:
         return any(w.state is not WaitState.PENDING for w in self.waits.values())
 
     def to_json(self) -> JSON:
-        return {"request": self.request, "handles": {hid: w.to_json() for hid, w in self.waits.items()}}
+        d: JSON = {"request": self.request, "handles": {hid: w.to_json() for hid, w in self.waits.items()}}
+        if self.links:
+            d["links"] = list(self.links)
+        return d
 
     @classmethod
     def from_json(cls, d: JSON) -> RequestEntry:
         return cls(dict(d.get("request") or {}),
-                   {hid: Wait.from_json(w) for hid, w in dict(d.get("handles") or {}).items()})
+                   {hid: Wait.from_json(w) for hid, w in dict(d.get("handles") or {}).items()},
+                   [str(x) for x in d.get("links") or []])

@@ -76,6 +76,8 @@ class RuntimeDeps:
     limits: PeerLimits = field(default_factory=PeerLimits)
     # asked before every store transaction of this runtime (the cluster's lease check goes here)
     guard: CommitGuard = field(default_factory=AllowAll)
+    # what answer links start with (--answers-base-url); "" = the daemon serves none
+    answer_base: str = ""
 
 
 class Runtime:

@@ -9,10 +9,11 @@ but is not indexed: the cascade reaches it through its child.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..model import EventType, HandleState, Request, Status
-from . import notes
+from . import links, notes
 from .change import Change
 from .checkpoint import Step
 from .handle import Handle
@@ -35,6 +36,8 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     entry: RequestEntry | None = None
     if is_leaf:
         request, entry = rt.requests.open(with_ttl(rt, _with_path(h, request)), h.id)
+        if rt.deps.answer_base and links.asks_for_link(rt, h, step.calls[idx].name):
+            request = _linked(rt, h, request, entry, change)
     h.state = HandleState.SUSPENDED
     h.pending = request
     h.suspended_at = rt.deps.clock.now()
@@ -49,6 +52,14 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     change.event(h, EventType.RESULT, note, result=result)
     await rt.commit(change)
     h.settle_waiters(result)
+
+
+def _linked(rt: RuntimeContext, h: Handle, request: Request, entry: RequestEntry, change: Change) -> Request:
+    """``request`` with a fresh answer link; its digest joins the entry and gets its row."""
+    minted = links.mint(rt.deps.answer_base)
+    entry.links.append(minted.digest)
+    change.links[minted.digest] = links.LinkRow(rt.id, request.id, h.id).to_json()
+    return replace(request, answer_url=minted.url)
 
 
 def _with_path(h: Handle, request: Request) -> Request:
