@@ -53,6 +53,13 @@ class ToolSource(StrEnum):
     HTTP = "http"
 
 
+class OnCrash(StrEnum):
+    """What a call in flight at a crash becomes (docs/protocol.md §11): sent again, or asked about."""
+
+    RERUN = "rerun"
+    ASK = "ask"
+
+
 class LlmStyle(StrEnum):
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
@@ -267,6 +274,8 @@ class ToolDef:
     http: HttpConfig | None = None
     # total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms
     deadline_ms: int = 0
+    # a call in flight at a crash or a lost worker: sent again (rerun) or asked about (ask)
+    on_crash: OnCrash = OnCrash.RERUN
 
     def to_json(self) -> JSON:
         d: JSON = {"name": self.name, "description": self.description,
@@ -275,6 +284,8 @@ class ToolDef:
             d["http"] = self.http.to_json()
         if self.deadline_ms:
             d["deadline_ms"] = self.deadline_ms
+        if self.on_crash is not OnCrash.RERUN:
+            d["on_crash"] = str(self.on_crash)
         return d
 
     @classmethod
@@ -282,7 +293,8 @@ class ToolDef:
         return cls(name=d["name"], description=d.get("description") or "",
                    input_schema=d.get("input_schema") or {}, source=ToolSource(d.get("source") or "native"),
                    http=HttpConfig.from_json(d["http"]) if d.get("http") else None,
-                   deadline_ms=int(d.get("deadline_ms") or 0))
+                   deadline_ms=int(d.get("deadline_ms") or 0),
+                   on_crash=OnCrash(d.get("on_crash") or "rerun"))
 
 
 @dataclass(frozen=True)
