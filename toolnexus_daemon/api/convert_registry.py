@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from ..config import Limits
 from ..engine.registry import validate
 from ..errors import InvalidArgument
-from ..model import AgentDef, Budget, HttpConfig, LlmConfig, LlmStyle, OnCrash, RuntimeOptions, ToolDef, ToolSource
+from ..model import (
+    AgentDef,
+    Budget,
+    HttpConfig,
+    LlmConfig,
+    LlmStyle,
+    OnCrash,
+    RuntimeOptions,
+    ToolDef,
+    ToolSource,
+)
 from ._gen import runtime_pb2 as pb
 from .convert import from_struct, optional_struct
 from .limits import registry_problems
