@@ -120,7 +120,8 @@ def crash_and_restart(daemon: DaemonProcess, rt: Runtime, svc: ChargeService) ->
 
 @pytest.mark.parametrize("source", ["native", "webhook"])
 def test_ask_tool_in_flight_at_kill9_is_asked_about_and_each_answer_does_what_it_says(
-        source: str, daemon: DaemonProcess, model_server: ScriptedModelServer, service: ChargeService) -> None:
+        source: str, daemon: DaemonProcess, model_server: ScriptedModelServer,
+        service: ChargeService) -> None:
     """Three calls in flight at kill -9: three reconcile requests; output / rerun / decline."""
     rt = connect(daemon, model_server, service, source, "ask")
     handles = start_calls(rt, service, 3)
@@ -148,7 +149,8 @@ def test_ask_tool_in_flight_at_kill9_is_asked_about_and_each_answer_does_what_it
 
         recorded, rerun, declined = handles
         done = rt.resume({"id": pendings[recorded].id, "ok": True, "data": {"output": "charged 5 (seen)"}})
-        assert done.result is not None and (done.result.status, done.result.text) == ("done", "charged 5 (seen)")
+        assert done.result is not None
+        assert (done.result.status, done.result.text) == ("done", "charged 5 (seen)")
         assert service.count() == 3
 
         done = rt.resume({"id": pendings[rerun].id, "ok": True})
@@ -168,7 +170,8 @@ def test_ask_tool_in_flight_at_kill9_is_asked_about_and_each_answer_does_what_it
 
 @pytest.mark.parametrize("source", ["native", "webhook"])
 def test_rerun_tool_in_flight_at_kill9_is_sent_again_with_the_same_call_id(
-        source: str, daemon: DaemonProcess, model_server: ScriptedModelServer, service: ChargeService) -> None:
+        source: str, daemon: DaemonProcess, model_server: ScriptedModelServer,
+        service: ChargeService) -> None:
     """The default: after the restart the call is re-dispatched, same call_id, nobody asked."""
     rt = connect(daemon, model_server, service, source, "rerun")
     [h] = start_calls(rt, service, 1)
@@ -203,7 +206,8 @@ def test_a_worker_that_drops_its_stream_mid_call_of_an_ask_tool_is_not_sent_it_a
         assert service.count() == 1, "the reconnected worker was not sent the call again"
         service.release.set()  # the first run finishes; its reply went to the broken stream
         done = rt.resume({"id": result.pending.id, "ok": True})
-        assert done.result is not None and (done.result.status, done.result.text) == ("done", "charged (late)")
+        assert done.result is not None
+        assert (done.result.status, done.result.text) == ("done", "charged (late)")
         assert service.count() == 1, "the same call_id: the worker answered from its cache, not a new run"
     finally:
         service.release.set()

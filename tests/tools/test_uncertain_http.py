@@ -20,7 +20,8 @@ from toolnexus_devtools import Reply, ScriptedModelServer
 Executor = WebhookExecutor | HttpToolExecutor
 
 
-def invocation(source: ToolSource, url: str, on_crash: OnCrash = OnCrash.ASK, **http: object) -> ToolInvocation:
+def invocation(source: ToolSource, url: str, on_crash: OnCrash = OnCrash.ASK,
+               **http: object) -> ToolInvocation:
     tool = ToolDef(name="charge", source=source, on_crash=on_crash,
                    http=HttpConfig(url=url, method="POST", **http))  # type: ignore[arg-type]
     return ToolInvocation(runtime_id="rt", handle="root/a.1", call_id="rt/root/a.1/s1c0", tool=tool,

@@ -48,8 +48,10 @@ async def run_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step) ->
     deferred = Change()
     if not todo:
         return deferred
-    decided = uncertain.plan(rt, h, cp, step, todo, answered)
     again = step.reruns() if answered else []
+    # an answered reconcile that its answer does not settle sends the call again, as it was
+    resent = {i for i in answered if step.reconciling(i)}
+    decided = uncertain.plan(rt, h, cp, step, todo, answered)  # (may open new reconciles)
     before = Change()
     # new attempts get new call_ids, and "ask" calls are marked in flight: both durable before dispatch
     announced = bool(again) and not cp.reinvoke_announced
@@ -58,7 +60,8 @@ async def run_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step) ->
     if uncertain.record_dispatch(rt, h, step, [i for i in todo if i not in decided]) or announced:
         await rt.commit(before.checkpoint(h, cp))
     into = deferred if len(todo) == 1 else None
-    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i in answered, into, decided.get(i)) for i in todo))
+    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i in answered - resent, into, decided.get(i))
+                           for i in todo))
     if answered:
         cp.answer = None  # persisted by the commit that follows
         cp.reinvoke_announced = False
@@ -108,15 +111,11 @@ async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
                     into: Change | None, decided: ToolResult | None) -> None:
     call = step.calls[i]
     prior = step.results.get(i)
-    # an answered reconcile that is not settled by its answer sends the call again, as it was
-    answered = answered and not step.reconciling(i)
     started = rt.deps.clock.monotonic()
-    if decided is not None:
-        result = decided
-    else:
-        result = await _dispatch(rt, h, cp, step, i, answered)
+    result = decided if decided is not None else await _dispatch(rt, h, cp, step, i, answered)
     again, before = result.pending, prior.pending if prior is not None else None
-    if answered and again is not None and before is not None and not is_task_call(rt, h, call):
+    if (decided is None and answered and again is not None and before is not None
+            and not is_task_call(rt, h, call)):
         result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False,
                                  step.chained.get(i, 1))
         if result.pending is not None:

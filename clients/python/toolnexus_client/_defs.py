@@ -74,7 +74,8 @@ class Tool:
 
     @classmethod
     def webhook(cls, name: str, url: str, description: str = "", input_schema: JSON | None = None,
-                headers: Mapping[str, str] | None = None, timeout_ms: int = 0, on_crash: str = "rerun") -> Tool:
+                headers: Mapping[str, str] | None = None, timeout_ms: int = 0,
+                on_crash: str = "rerun") -> Tool:
         """A tool the daemon POSTs ``{call_id, runtime_id, handle, tool, arguments, answer}`` to."""
         spec = HttpSpec(url=url, method="POST", headers=dict(headers or {}), timeout_ms=timeout_ms)
         return cls(name, description, input_schema, source="webhook", endpoint=spec, on_crash=on_crash)
