@@ -14,6 +14,7 @@ from toolnexus_daemon.model import (
     AgentDef,
     Answer,
     OnCrash,
+    Request,
     Status,
     TaskResult,
     ToolDef,
@@ -130,3 +131,34 @@ async def test_an_ask_call_past_its_deadline_is_asked_about(bench: Bench) -> Non
     bench.clock.advance(1.0)
     asked = _reconcile(await asyncio.wait_for(waiting, 5))
     assert asked["call_id"] == bench.tools.ledger[0].call_id
+
+
+async def test_an_inline_answered_rerun_cut_short_is_asked_about_under_its_own_call_id(bench: Bench) -> None:
+    """An interpreter answers the tool's question inline; the re-invocation (a new attempt, so a
+    new call_id) is recorded in flight before it is sent, so a crash then asks about that one."""
+    acting = asyncio.Event()
+
+    async def charge(args: JSON, inv: ToolInvocation) -> ToolResult:
+        if inv.answer is None:
+            return ToolResult(output="", pending=Request(id="", kind="approval", prompt="charge?"))
+        acting.set()
+        await asyncio.Event().wait()
+        return ToolResult(output="unreachable")
+
+    agent = AgentDef(name="payer", wait_for=True, tools=(ToolDef(name="charge", on_crash=OnCrash.ASK),))
+    bench.model.script = mock_model
+    bench.tools.functions["charge"] = charge
+    rt = await new_runtime(bench, "inline", agent)
+    h = await rt.spawn("root", "payer")
+    await rt.wake(h.id, "go")
+    await asyncio.wait_for(acting.wait(), 5)
+    first, again = (inv.call_id for inv in bench.tools.ledger)
+    assert again == first + "a1"
+
+    engine = await _restart(bench, bench.engine)
+    try:
+        asked = _reconcile(await engine.runtime("inline").wait(h.id, 5000))
+        assert asked["call_id"] == again
+        assert len(bench.tools.ledger) == 2
+    finally:
+        await engine.stop()

@@ -141,12 +141,16 @@ async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
     default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
     try:
         result = await _invoke(rt, h, call, answer, default_id)
+        if result.pending is not None:
+            step.inflight.discard(i)  # it came back asking: it did nothing yet (escalation commits)
         if result.pending is not None and not answered and not is_task_call(rt, h, call):
 
             async def reinvoke(ans: Answer) -> ToolResult:
                 # a new attempt gets a new call_id: workers answer a repeated call_id from their cache
                 step.attempts[i] = step.attempts.get(i, 0) + 1
                 call.call_id = step.call_id(f"{rt.id}/{h.id}", i)
+                if uncertain.record_dispatch(rt, h, step, [i]):
+                    await rt.commit(Change().checkpoint(h, cp))
                 return await _invoke(rt, h, call, ans, default_id)
 
             inline = await try_inline(rt, h, call.call_id, result.pending, reinvoke)
