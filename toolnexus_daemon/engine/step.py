@@ -114,7 +114,8 @@ async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
     started = rt.deps.clock.monotonic()
     result = decided if decided is not None else await _dispatch(rt, h, cp, step, i, answered)
     again, before = result.pending, prior.pending if prior is not None else None
-    if (decided is None and answered and again is not None and before is not None
+    # (a reconcile question is the daemon's own, never a repeat of what the tool asked)
+    if (answered and again is not None and before is not None and not uncertain.asks_about(step, i, again)
             and not is_task_call(rt, h, call)):
         result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False,
                                  step.chained.get(i, 1))

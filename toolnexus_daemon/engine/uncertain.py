@@ -40,6 +40,11 @@ def reconcile_request(step: Step, i: int) -> ToolResult:
     return ToolResult(output="", pending=request)
 
 
+def asks_about(step: Step, i: int, request: Request) -> bool:
+    """Whether ``request`` is the current ``reconcile`` question about call ``i``."""
+    return i in step.reconciles and request.id == reconcile_id(step.calls[i].call_id, step.reconciles[i])
+
+
 def settled_by_answer(rt: RuntimeContext, call: Call, answer: Answer) -> ToolResult | None:
     """What an answer to a ``reconcile`` request makes of the call; None = run it again."""
     if not answer.ok:
