@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -24,8 +25,8 @@ from toolnexus_devtools.model_server import Received, Reply, chat_response, tool
 __all__ = ["cluster", "model", "pg_dsn", "pg_server"]
 
 
-def _script(body: dict[str, object]) -> dict[str, object]:
-    messages = body.get("messages") or []
+def _script(body: dict[str, Any]) -> dict[str, Any]:
+    messages: list[Any] = body.get("messages") or []
     tools = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
     if tools:
         return chat_response(content=str(tools[-1].get("content")), usage=(2, 1, 3))
@@ -63,7 +64,7 @@ def test_a_takeover_asks_about_an_ask_call_the_dead_owner_had_in_flight(
         time.sleep(0.05)
     a.proc.kill9()
 
-    def wait() -> pb.TaskResult:
+    def wait() -> Any:
         return b.stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=15_000), timeout=20)
 
     result = _retry(wait, deadline_s=10 * LEASE_MS / 1000 + 20)
