@@ -125,7 +125,9 @@ def _reply(name: str, tag: str, step: int, outputs: list[str]) -> dict[str, Any]
             return chat_response(tool_calls=[_record(tag, 0, 0), approve], usage=USAGE)
     elif name == "payer":
         if step == 0:
-            charge = tool_call("charge", {"tag": tag}, id="call_0_1")
+            # the model's call id carries the tag: "not completed: charge" (a declined reconcile) is
+            # the same text in every cycle, and the transcript check wants every message unique
+            charge = tool_call("charge", {"tag": tag}, id=f"call_0_1_{tag}")
             return chat_response(tool_calls=[_record(tag, 0, 0), charge], usage=USAGE)
     elif name == "coordinator":
         if step == 0:
