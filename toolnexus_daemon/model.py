@@ -53,6 +53,13 @@ class ToolSource(StrEnum):
     HTTP = "http"
 
 
+class OnCrash(StrEnum):
+    """What a call in flight at a crash becomes (docs/protocol.md §11): sent again, or asked about."""
+
+    RERUN = "rerun"
+    ASK = "ask"
+
+
 class LlmStyle(StrEnum):
     OPENAI = "openai"
     ANTHROPIC = "anthropic"
@@ -272,6 +279,8 @@ class ToolDef:
     deadline_ms: int = 0
     # its suspensions get Request.answer_url (docs/protocol.md §10)
     answer_link: bool = False
+    # a call in flight at a crash or a lost worker: sent again (rerun) or asked about (ask)
+    on_crash: OnCrash = OnCrash.RERUN
 
     def to_json(self) -> JSON:
         d: JSON = {"name": self.name, "description": self.description,
@@ -282,6 +291,8 @@ class ToolDef:
             d["deadline_ms"] = self.deadline_ms
         if self.answer_link:
             d["answer_link"] = True
+        if self.on_crash is not OnCrash.RERUN:
+            d["on_crash"] = str(self.on_crash)
         return d
 
     @classmethod
@@ -289,7 +300,8 @@ class ToolDef:
         return cls(name=d["name"], description=d.get("description") or "",
                    input_schema=d.get("input_schema") or {}, source=ToolSource(d.get("source") or "native"),
                    http=HttpConfig.from_json(d["http"]) if d.get("http") else None,
-                   deadline_ms=int(d.get("deadline_ms") or 0), answer_link=bool(d.get("answer_link")))
+                   deadline_ms=int(d.get("deadline_ms") or 0), answer_link=bool(d.get("answer_link")),
+                   on_crash=OnCrash(d.get("on_crash") or "rerun"))
 
 
 @dataclass(frozen=True)

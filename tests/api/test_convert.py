@@ -9,7 +9,7 @@ from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api.convert import event_types, from_struct, to_struct
 from toolnexus_daemon.api.convert_registry import registry_from, spawn_budget
 from toolnexus_daemon.errors import InvalidArgument
-from toolnexus_daemon.model import LlmStyle, ToolSource
+from toolnexus_daemon.model import LlmStyle, OnCrash, ToolSource
 
 
 def test_struct_numbers_come_back_as_ints_when_integral() -> None:
@@ -65,3 +65,16 @@ def test_event_type_filter() -> None:
     assert {str(t) for t in event_types(["result", "pending"])} == {"result", "pending"}
     with pytest.raises(InvalidArgument, match='"nope"'):
         event_types(["nope"])
+
+
+def test_on_crash_is_rerun_ask_or_refused_naming_the_tool() -> None:
+    """docs/protocol.md §11: ``ToolDef.on_crash`` defaults to rerun; an unknown value is refused."""
+    def new(on_crash: str) -> pb.NewRequest:
+        tool = pb.ToolDef(name="charge", on_crash=on_crash)
+        return pb.NewRequest(agents=[pb.AgentDef(name="a", tools=[tool])],
+                             llm=pb.LlmConfig(base_url="http://127.0.0.1:1/v1", model="m"))
+
+    assert registry_from(new("")).agents[0].tools[0].on_crash is OnCrash.RERUN
+    assert registry_from(new("ask")).agents[0].tools[0].on_crash is OnCrash.ASK
+    with pytest.raises(InvalidArgument, match='agent "a": tool "charge" has unknown on_crash "later"'):
+        registry_from(new("later"))

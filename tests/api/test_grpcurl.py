@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import DaemonProcess
-from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools import Reply, ScriptedModelServer
 
 SERVICE = "toolnexus.agents.v1.AgentRuntime"
 
@@ -62,3 +62,30 @@ def test_grpcurl_drives_a_suspend_and_resume_with_json(daemon: DaemonProcess,
     resumed = _call(daemon, "Resume", {"runtime_id": rid, "answer": answer})
     assert resumed["handle"] == handle
     assert (resumed["result"]["status"], resumed["result"]["text"]) == ("done", "action performed")
+
+
+def test_grpcurl_answers_a_reconcile_of_an_ask_tool_whose_webhook_timed_out(
+        daemon: DaemonProcess, model: ScriptedModelServer) -> None:
+    """docs/protocol.md §11 in JSON: on_crash "ask" is accepted (a typo is refused naming the tool); a
+    webhook that got the request but never answered in time is asked about, and an answered
+    output becomes the call's result."""
+    model.route("/charge", lambda req: Reply(200, {"output": "late"}, delay=3.0))
+    tool = {"name": "charge", "source": "webhook", "on_crash": "maybe",
+            "http": {"url": model.origin + "/charge", "timeout_ms": 200}}
+    body = {"agents": [{"name": "payer", "tools": [tool]}],
+            "llm": {"style": "openai", "base_url": model.url, "model": "scripted"}}
+    refused = subprocess.run([_grpcurl_binary(), "-plaintext", "-max-time", "15", "-d", json.dumps(body),
+                              daemon.target, f"{SERVICE}/New"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode != 0 and "InvalidArgument" in refused.stderr
+    assert 'tool "charge" has unknown on_crash "maybe"' in refused.stderr
+    tool["on_crash"] = "ask"
+    rid = _call(daemon, "New", body)["runtime_id"]
+    handle = _call(daemon, "Spawn", {"runtime_id": rid, "agent": "payer"})["handle"]
+    _call(daemon, "Wake", {"runtime_id": rid, "handle": handle, "prompt": "charge"})
+    pending = _call(daemon, "Wait", {"runtime_id": rid, "handle": handle, "timeout_ms": 10000})["pending"]
+    assert (pending["kind"], pending["prompt"]) == ("reconcile", "did charge complete?")
+    assert pending["data"]["tool"] == "charge" and pending["data"]["call_id"].endswith("/s1c0")
+    answer = {"id": pending["id"], "ok": True, "data": {"output": "charged once"}}
+    resumed = _call(daemon, "Resume", {"runtime_id": rid, "answer": answer})
+    assert (resumed["result"]["status"], resumed["result"]["text"]) == ("done", "charged once")
+    assert len([r for r in model.received if r.path == "/charge"]) == 1

@@ -66,3 +66,15 @@ def test_a_tool_deadline_goes_into_the_tool_definition() -> None:
     assert tool_to_pb(Tool("slow", deadline_ms=1500)).deadline_ms == 1500
     with pytest.raises(ValueError, match="deadline_ms must not be negative"):
         Tool("slow", deadline_ms=-1)
+
+
+def test_on_crash_goes_into_the_tool_definition() -> None:
+    """``on_crash="ask"`` reaches ``ToolDef.on_crash`` for every source; anything else fails here."""
+    from toolnexus_client._convert import tool_to_pb
+
+    assert tool_to_pb(Tool("charge", on_crash="ask")).on_crash == "ask"
+    assert tool_to_pb(Tool.webhook("hook", "http://127.0.0.1:1/", on_crash="ask")).on_crash == "ask"
+    assert tool_to_pb(Tool.http("rest", "http://127.0.0.1:1/", on_crash="ask")).on_crash == "ask"
+    assert tool_to_pb(Tool("lookup")).on_crash == "rerun"
+    with pytest.raises(ValueError, match="on_crash must be one of rerun, ask"):
+        Tool("charge", on_crash="maybe")

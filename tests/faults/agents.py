@@ -18,6 +18,8 @@ the kill, but never after the next daemon was launched.
   approver     ``record`` and ``approve`` in parallel (approve suspends), then done
   coordinator  ``task`` asker with its own tag (the asker suspends, so it does), then done
   asker        like approver, one level down
+  payer        ``record`` and ``charge`` in parallel, then done; ``charge`` is ``on_crash="ask"``: a
+               call in flight at a kill comes back as a ``reconcile`` request, never re-sent
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from toolnexus_devtools.model_server import chat_response, tool_call
 
 SOUL_PREFIX = "chaos agent "
 USAGE = (3, 2, 5)
-TOP_LEVEL = ("worker", "approver", "coordinator")
+TOP_LEVEL = ("worker", "approver", "coordinator", "payer")
+# tools whose calls must never run twice unasked (docs/protocol.md §11)
+ASK_TOOLS = ("charge",)
 RECORD_SCHEMA = {"type": "object", "properties": {"tag": {"type": "string"}, "step": {"type": "integer"},
                                                   "i": {"type": "integer"}}}
 APPROVE_SCHEMA = {"type": "object", "properties": {"tag": {"type": "string"}}}
@@ -44,6 +48,7 @@ def chaos_registry() -> Registry:
     """The registry every chaos runtime uses; its native tools are served by ``ChaosWorker``."""
     record = Tool("record", "appends to the ledger", RECORD_SCHEMA)
     approve = Tool("approve", "asks for an approval", APPROVE_SCHEMA)
+    charge = Tool("charge", "charges a card: must not run twice", APPROVE_SCHEMA, on_crash="ask")
     return registry(
         agent("worker", does="records", soul=SOUL_PREFIX + "worker", uses={"tools": [record]}),
         agent("approver", does="records after approval", soul=SOUL_PREFIX + "approver",
@@ -51,6 +56,7 @@ def chaos_registry() -> Registry:
         agent("asker", does="asks for approval", soul=SOUL_PREFIX + "asker",
               uses={"tools": [record, approve]}),
         agent("coordinator", does="delegates", soul=SOUL_PREFIX + "coordinator", team=["asker"]),
+        agent("payer", does="charges once", soul=SOUL_PREFIX + "payer", uses={"tools": [record, charge]}),
     )
 
 
@@ -117,6 +123,12 @@ def _reply(name: str, tag: str, step: int, outputs: list[str]) -> dict[str, Any]
         if step == 0:
             approve = tool_call("approve", {"tag": tag}, id="call_0_1")
             return chat_response(tool_calls=[_record(tag, 0, 0), approve], usage=USAGE)
+    elif name == "payer":
+        if step == 0:
+            # the model's call id carries the tag: "not completed: charge" (a declined reconcile) is
+            # the same text in every cycle, and the transcript check wants every message unique
+            charge = tool_call("charge", {"tag": tag}, id=f"call_0_1_{tag}")
+            return chat_response(tool_calls=[_record(tag, 0, 0), charge], usage=USAGE)
     elif name == "coordinator":
         if step == 0:
             task = tool_call("task", {"agent": "asker", "prompt": tag}, id="call_0_0")

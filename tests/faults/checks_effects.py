@@ -2,7 +2,9 @@
 
 A native tool call may run again only if it was in flight at a kill: once its
 result was committed, no later daemon may dispatch it, and no daemon may
-dispatch one call twice. The same holds for model calls (a reply committed
+dispatch one call twice. A call of an ``on_crash="ask"`` tool may not run again
+at all: in flight at a kill, it is asked about (``reconcile``), and the lanes
+answer with an output or a decline — never "run it again". The same holds for model calls (a reply committed
 is never paid for again). Transcripts must hold every message exactly once,
 in the shape the loop writes: the wake's user message, then model messages
 each followed by one tool message per call, in call order.
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from toolnexus_daemon.model import JSON, Event
 
-from .agents import Ask, tool_calls_of
+from .agents import ASK_TOOLS, Ask, tool_calls_of
 from .inspect_store import CommitTracker
 from .ledger import Execution
 
@@ -32,10 +34,15 @@ class EffectFigures:
     reexecutions: int
     model_asks: int
     model_reasks: int
+    ask_calls: int = 0  # distinct calls of on_crash="ask" tools
+    ask_executions: int = 0
+    reconciled: int = 0  # of them asked about after a kill (their results came from an answer)
 
 
 def check_ledger(ledger: dict[str, list[Execution]], tracker: CommitTracker,
-                 stored: dict[str, list[Event]]) -> list[str]:
+                 stored: dict[str, list[Event]], reconciled: frozenset[str] = frozenset()) -> list[str]:
+    """``reconciled``: calls whose result an answer gave (one in flight at a kill may never have
+    reached the worker: a result without a run is then what the person said)."""
     problems = []
     for call_id, runs in sorted(ledger.items()):
         gens = [r.gen for r in runs]
@@ -51,9 +58,16 @@ def check_ledger(ledger: dict[str, list[Execution]], tracker: CommitTracker,
                if e.type == "tool_result" and e.data and e.data.get("tool") != "task"}
     called = {str(e.data["call_id"]) for events in stored.values() for e in events
               if e.type == "tool_call" and e.data}
-    problems += [f"tool call {c} has a committed result but never ran" for c in sorted(results - set(ledger))]
+    problems += [f"tool call {c} has a committed result but never ran"
+                 for c in sorted(results - set(ledger) - reconciled)]
     problems += [f"tool call {c} ran but no tool_call event names it" for c in sorted(set(ledger) - called)]
     return problems
+
+
+def check_ask_tools(ledger: dict[str, list[Execution]]) -> list[str]:
+    """No call of an ``on_crash="ask"`` tool ran twice: a silent re-execution is a violation."""
+    return [f"ask tool call {call_id} ({runs[0].tool}) ran {len(runs)} times (gens {[r.gen for r in runs]})"
+            for call_id, runs in sorted(ledger.items()) if runs[0].tool in ASK_TOOLS and len(runs) > 1]
 
 
 def check_model_asks(asks: list[Ask], handle_of: dict[str, tuple[str, str]], tracker: CommitTracker,
@@ -88,11 +102,15 @@ def _generation(at: float, launches: list[float]) -> int:
     return max(0, bisect.bisect_right(launches, at) - 1)
 
 
-def effect_figures(ledger: dict[str, list[Execution]], asks: list[Ask]) -> EffectFigures:
+def effect_figures(ledger: dict[str, list[Execution]], asks: list[Ask],
+                   reconciled: frozenset[str] = frozenset()) -> EffectFigures:
     executions = sum(len(runs) for runs in ledger.values())
     distinct = Counter((a.handle_key, a.number) for a in asks)
+    ask_runs = [runs for runs in ledger.values() if runs[0].tool in ASK_TOOLS]
     return EffectFigures(tool_calls=len(ledger), executions=executions, reexecutions=executions - len(ledger),
-                         model_asks=len(asks), model_reasks=len(asks) - len(distinct))
+                         model_asks=len(asks), model_reasks=len(asks) - len(distinct),
+                         ask_calls=len(ask_runs), ask_executions=sum(len(r) for r in ask_runs),
+                         reconciled=len(reconciled))
 
 
 def check_transcript(where: str, record: JSON, messages: list[JSON], tags: list[str]) -> list[str]:

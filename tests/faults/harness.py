@@ -45,7 +45,7 @@ class ChaosConfig:
     kills: int = 10
     runtimes: int = 2
     # lanes per runtime, by agent; plus parked lanes that stay suspended through every kill
-    lanes: tuple[tuple[str, int], ...] = (("worker", 3), ("approver", 2), ("coordinator", 2))
+    lanes: tuple[tuple[str, int], ...] = (("worker", 3), ("approver", 2), ("coordinator", 2), ("payer", 2))
     parked: tuple[str, ...] = ("approver", "coordinator")
     max_delay_s: float = 0.5
     deadline_s: float = 120.0

@@ -6,7 +6,9 @@ a Wake whose reply was lost is looked up in a snapshot (did this cycle's turn
 start?) before it is sent again, and a Resume is simply repeated with the
 identical answer (a repeat is answered ``duplicate``). What each lane saw and
 was acknowledged is kept for the checks. A *parked* lane wakes once and
-leaves its request unanswered until the kills are over.
+leaves its request unanswered until the kills are over. A ``reconcile`` request (a call of
+an ``on_crash="ask"`` tool was in flight at a kill) is answered as a person would: it
+completed, with this output, or it did not.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class LaneStuck(Exception):
 class Resume:
     request_id: str
     ok: bool
+    data: dict[str, object] | None = None
     attempts: int = 0
     acked: bool = False
     duplicate: bool = False
@@ -58,6 +61,8 @@ class Cycle:
     requests: list[str] = field(default_factory=list)
     resumes: list[Resume] = field(default_factory=list)
     final: TaskResult | None = None
+    # call_ids a reconcile request asked about (their results came from the answer, not a run)
+    reconciled: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -157,13 +162,16 @@ class Lane(threading.Thread):
                 continue
             if result.status == "pending" and result.pending is not None:
                 request = result.pending.id
-                if cycle.tag not in request:
+                reconcile = result.pending.kind == "reconcile"
+                if reconcile:
+                    self._reconciling(cycle, result.pending.data or {})
+                elif cycle.tag not in request:
                     self.problems.append(f"{self.handle}: cycle {cycle.tag} got another's pending {request}")
                 if request not in cycle.requests:
                     cycle.requests.append(request)
                 if self.parked:
                     return
-                self._answer(cycle, request)
+                self._answer(cycle, request, reconcile)
                 continue
             if cycle.tag not in result.text:
                 self.problems.append(f"{self.handle}: cycle {cycle.tag} ended with {result.status} "
@@ -171,10 +179,23 @@ class Lane(threading.Thread):
             cycle.final = result
             return
 
-    def _answer(self, cycle: Cycle, request: str) -> None:
+    def _reconciling(self, cycle: Cycle, data: dict[str, object]) -> None:
+        """A reconcile request must be about a call of this cycle (its arguments carry the tag)."""
+        args = data.get("arguments")
+        if not isinstance(args, dict) or args.get("tag") != cycle.tag or data.get("tool") != "charge":
+            self.problems.append(f"{self.handle}: cycle {cycle.tag} got a reconcile about {data}")
+        call_id = str(data.get("call_id"))
+        if call_id not in cycle.reconciled:
+            cycle.reconciled.append(call_id)
+
+    def _answer(self, cycle: Cycle, request: str, reconcile: bool = False) -> None:
         if any(r.request_id == request and r.acked for r in cycle.resumes):
             return  # answered already; the handle is on its way
-        resume = Resume(request, ok=self.rng.random() < 0.8)
+        ok = self.rng.random() < 0.8
+        data: dict[str, object] | None = None
+        if reconcile and ok:
+            data = {"output": f"charged {cycle.tag} (reconciled)"}
+        resume = Resume(request, ok=ok, data=data)
         cycle.resumes.append(resume)
         time.sleep(self.rng.uniform(0, 0.03))
         self.ctx.on_resume()
@@ -183,7 +204,8 @@ class Lane(threading.Thread):
             self._check_deadline()
             resume.attempts += 1
             try:
-                reply = self.rt.resume({"id": request, "ok": resume.ok})
+                answer = {"id": request, "ok": resume.ok, **({"data": resume.data} if resume.data else {})}
+                reply = self.rt.resume(answer)
             except TRANSIENT as err:
                 self._transient(err)
                 continue

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 from toolnexus_client import HandleSnapshot
 
-from .checks_effects import EffectFigures, check_ledger, check_model_asks, check_transcript, effect_figures
+from .checks_effects import (
+    EffectFigures,
+    check_ask_tools,
+    check_ledger,
+    check_model_asks,
+    check_transcript,
+    effect_figures,
+)
 from .checks_log import check_event_log, check_requests, check_snapshots, check_turns
 from .inspect_store import StoreView, read_store
 from .lanes import Lane, LaneStuck
@@ -67,6 +74,9 @@ class ChaosReport:
             f"{e.reexecutions} re-executions (all in flight at a kill)",
             f"  model calls         {e.model_asks} requests, {e.model_reasks} re-issued "
             "(in flight at a kill)",
+            f"  ask tool calls      {e.ask_calls} distinct, {e.ask_executions} executions, "
+            f"{e.ask_executions - e.ask_calls} silent re-executions, {e.reconciled} in flight at a kill "
+            "asked about (reconcile)",
             f"  losses              {self.losses}",
             f"  duration            {self.seconds:.1f} s",
         ]
@@ -100,11 +110,18 @@ def finish(rig: Rig) -> ChaosReport:
         violations += check_snapshots(rt.id, stored, snapshots[rt.id])
         violations += check_requests(rt.id, stored, snapshots[rt.id], mine)
     ledger = read_ledger(rig.ledger.path)
-    violations += check_ledger(ledger, rig.tracker, view.events)
+    reconciled = _reconciled(lanes)
+    violations += check_ledger(ledger, rig.tracker, view.events, reconciled)
+    violations += check_ask_tools(ledger)
     handle_of, tags = _handle_keys(rig, snapshots)
     violations += check_model_asks(list(rig.model.asks), handle_of, rig.tracker, rig.launches)
     violations += _check_transcripts(view, tags)
     return _report(rig, lanes, view, ledger, violations)
+
+
+def _reconciled(lanes: list[Lane]) -> frozenset[str]:
+    """The calls a reconcile request asked about, in any lane."""
+    return frozenset(cid for lane in lanes for c in lane.cycles for cid in c.reconciled)
 
 
 def _finish_lanes(lanes: list[Lane]) -> list[str]:
@@ -189,5 +206,5 @@ def _report(rig: Rig, lanes: list[Lane], view: StoreView, ledger: dict[str, list
         resume_duplicates=sum(1 for r in resumes if r.duplicate),
         parked=sum(1 for lane in lanes if "parked" in lane.lane),
         events=sum(len(v) for v in view.events.values()),
-        effects=effect_figures(ledger, list(rig.model.asks)),
+        effects=effect_figures(ledger, list(rig.model.asks), _reconciled(lanes)),
         seconds=time.monotonic() - rig.started, violations=violations, timeline=list(rig.timeline))

@@ -8,7 +8,8 @@ whenever the stream breaks (the daemon was killed), saying hello again.
 
 Tools: ``record`` returns a text naming its arguments; ``approve`` suspends
 on ``ap:<handle>:<tag>`` until it is re-invoked with an answer (``ok`` →
-``approved <tag>``). Each execution sleeps a few random milliseconds so
+``approved <tag>``); ``charge`` (an ``on_crash="ask"`` tool) returns ``charged <tag>``.
+Each execution sleeps a few random milliseconds (``charge`` up to ten times longer) so
 kills land while calls are in flight.
 """
 
@@ -101,7 +102,7 @@ class ChaosWorker:
         self._ledger.append(Execution(call.call_id, call.tool, call.handle, args, gen, stream))
         self.executions += 1
         with self._rng_lock:
-            delay = self._rng.uniform(0, self._max_delay)
+            delay = self._rng.uniform(0, self._max_delay * (10 if call.tool == "charge" else 1))
         self._stop.wait(delay)
         outbox.put(pb.WorkerMessage(tool_outcome=outcome(call, args)))
 
@@ -111,6 +112,8 @@ def outcome(call: pb.ToolCall, args: dict[str, object]) -> pb.ToolOutcome:
     if call.tool == "record":
         text = f"recorded {tag} s{_int(args, 'step')} i{_int(args, 'i')}"
         return pb.ToolOutcome(call_id=call.call_id, output=text)
+    if call.tool == "charge":
+        return pb.ToolOutcome(call_id=call.call_id, output=f"charged {tag}")
     if call.tool == "approve":
         if call.HasField("answer") and call.answer.ok:
             return pb.ToolOutcome(call_id=call.call_id, output=f"approved {tag}")

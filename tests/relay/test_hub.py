@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.model import ToolResult
-from toolnexus_daemon.relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub, WorkerSession
+from toolnexus_daemon.relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub, WorkerLost, WorkerSession
 
 TOOL = ToolCallOut("rt/h/s1c0", "root/a.1", "lookup", {})
 
@@ -37,3 +37,19 @@ async def test_a_call_held_by_a_lost_worker_is_resent_with_the_same_call_id() ->
     assert await call == ok
     late = ToolOutcomeIn(TOOL.call_id, ToolResult(output="late"))
     assert not hub.deliver(second, late), "a reply nobody waits for is refused"
+
+
+async def test_a_call_not_to_be_resent_fails_with_worker_lost_and_reaches_no_other_worker() -> None:
+    """``resend=False`` (an ``on_crash: "ask"`` tool): the lost worker may have acted, so the call
+    is not handed to the other connected worker; the caller hears ``WorkerLost``."""
+    hub = WorkerHub()
+    first, other = WorkerSession("rt", "w1"), WorkerSession("rt", "w2")
+    hub.attach(first)
+    call = asyncio.ensure_future(hub.call("rt", TOOL, take_timeout=2, resend=False))
+    sent = await first.outbox.get()
+    assert sent is not None and sent.call_id == TOOL.call_id
+    hub.attach(other)
+    hub.detach(first)
+    with pytest.raises(WorkerLost):
+        await call
+    assert other.outbox.empty() and not other.inflight

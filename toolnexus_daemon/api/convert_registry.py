@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from ..config import Limits
 from ..engine.registry import validate
 from ..errors import InvalidArgument
-from ..model import AgentDef, Budget, HttpConfig, LlmConfig, LlmStyle, RuntimeOptions, ToolDef, ToolSource
+from ..model import (
+    AgentDef,
+    Budget,
+    HttpConfig,
+    LlmConfig,
+    LlmStyle,
+    OnCrash,
+    RuntimeOptions,
+    ToolDef,
+    ToolSource,
+)
 from ._gen import runtime_pb2 as pb
 from .convert import from_struct, optional_struct
 from .limits import registry_problems
@@ -88,9 +98,14 @@ def _tool(msg: pb.ToolDef, where: str, problems: list[str]) -> ToolDef:
     http = _http(msg.http, f'{where}: tool "{msg.name}"', problems) if msg.HasField("http") else None
     if msg.deadline_ms < 0:
         problems.append(f'{where}: tool "{msg.name}" deadline_ms must not be negative (0 = the default)')
+    on_crash = {c.value: c for c in OnCrash}.get(msg.on_crash or OnCrash.RERUN.value)
+    if on_crash is None:
+        problems.append(f'{where}: tool "{msg.name}" has unknown on_crash "{msg.on_crash[:40]}" '
+                        '(use "rerun" or "ask")')
     return ToolDef(name=msg.name, description=msg.description,
                    input_schema=from_struct(msg.input_schema), source=source or ToolSource.NATIVE, http=http,
-                   deadline_ms=max(0, msg.deadline_ms), answer_link=msg.answer_link)
+                   deadline_ms=max(0, msg.deadline_ms), answer_link=msg.answer_link,
+                   on_crash=on_crash or OnCrash.RERUN)
 
 
 def _http(msg: pb.HttpConfig, where: str, problems: list[str]) -> HttpConfig:

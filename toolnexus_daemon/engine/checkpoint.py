@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from ..model import JSON, Answer, InboxItem, ToolResult
 
+# the request kind asking whether a call of an ``on_crash: "ask"`` tool completed (§11)
+RECONCILE = "reconcile"
+
 
 @dataclass
 class Call:
@@ -50,6 +53,10 @@ class Step:
     pending_idx: int | None = None
     # durable suspensions in a row of each call (chained approvals: manager, then director)
     chained: dict[int, int] = field(default_factory=dict)
+    # calls of "ask" tools handed to a worker or service with no result recorded since (§11)
+    inflight: set[int] = field(default_factory=set)
+    # how many ``reconcile`` questions each call has had (each gets its own request id)
+    reconciles: dict[int, int] = field(default_factory=dict)
 
     def call_id(self, base: str, idx: int) -> str:
         attempt = self.attempts.get(idx, 0)
@@ -61,8 +68,15 @@ class Step:
                 if i not in self.results or self.results[i].pending is not None]
 
     def reruns(self) -> list[int]:
-        """Calls that ran and suspended: an applied answer runs them again, as new attempts."""
-        return [i for i in self.open_calls() if i in self.results]
+        """Calls that ran and suspended: an applied answer runs them again, as new attempts
+        (not a ``reconcile``: that one is answered in the daemon, or re-sent with its call_id)."""
+        return [i for i in self.open_calls() if i in self.results and not self.reconciling(i)]
+
+    def reconciling(self, i: int) -> bool:
+        """Whether call ``i`` waits on a ``reconcile`` question (not one its tool asked)."""
+        result = self.results.get(i)
+        return (result is not None and result.pending is not None and i in self.reconciles
+                and result.pending.id == reconcile_id(self.calls[i].call_id, self.reconciles[i]))
 
     def first_pending(self) -> int | None:
         for i in range(len(self.calls)):
@@ -77,7 +91,10 @@ class Step:
                 "results": {str(i): r.to_json() for i, r in self.results.items()},
                 "attempts": {str(i): n for i, n in self.attempts.items()},
                 "pending_idx": self.pending_idx,
-                **({"chained": {str(i): n for i, n in self.chained.items()}} if self.chained else {})}
+                **({"chained": {str(i): n for i, n in self.chained.items()}} if self.chained else {}),
+                **({"inflight": sorted(self.inflight)} if self.inflight else {}),
+                **({"reconciles": {str(i): n for i, n in self.reconciles.items()}}
+                   if self.reconciles else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Step:
@@ -86,7 +103,9 @@ class Step:
                    results={int(i): ToolResult.from_json(r) for i, r in (d.get("results") or {}).items()},
                    attempts={int(i): int(n) for i, n in (d.get("attempts") or {}).items()},
                    pending_idx=d.get("pending_idx"),
-                   chained={int(i): int(n) for i, n in (d.get("chained") or {}).items()})
+                   chained={int(i): int(n) for i, n in (d.get("chained") or {}).items()},
+                   inflight={int(i) for i in d.get("inflight") or []},
+                   reconciles={int(i): int(n) for i, n in (d.get("reconciles") or {}).items()})
 
 
 @dataclass
@@ -116,6 +135,11 @@ class Checkpoint:
                    step=Step.from_json(d["step"]) if d.get("step") else None,
                    answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
                    reinvoke_announced=bool(d.get("reinvoke_announced")))
+
+
+def reconcile_id(call_id: str, round_: int) -> str:
+    """The id of round ``round_`` of the ``reconcile`` question about ``call_id``."""
+    return request_id_for(f"{call_id}/reconcile{round_}")
 
 
 def request_id_for(call_base: str) -> str:

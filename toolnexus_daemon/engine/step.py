@@ -2,7 +2,8 @@
 
 Every call of the step runs concurrently; each result is committed to the
 step checkpoint as it arrives, so a crash re-runs only the calls that had no
-result (with the same ``call_id``). A call re-invoked after an answer gets a
+result (with the same ``call_id``) — except calls of ``on_crash: "ask"`` tools,
+which are asked about instead (``uncertain``). A call re-invoked after an answer gets a
 new ``call_id`` — workers may cache outcomes by it. The first suspending call
 in call order suspends the handle durably, unless an interpreter answers inline.
 """
@@ -14,9 +15,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..bounds import check_tool_result
-from ..model import JSON, Answer, EventType, Request, ToolResult
-from ..tools.base import ToolInvocation
-from . import notes
+from ..model import JSON, Answer, EventType, OnCrash, Request, ToolResult
+from ..tools.base import OutcomeUnknown, ToolInvocation
+from . import notes, uncertain
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step, request_id_for
 from .escalate import try_inline
@@ -40,17 +41,27 @@ async def run_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step) ->
     """
     answered = answered_calls(step) if cp.answer is not None else set()
     # a call whose recorded result suspends runs again only when an answer is applied;
-    # after a crash it is not re-invoked (its request is already recorded): the step suspends on it
-    todo = [i for i in step.open_calls() if i not in step.results or answered]
+    # after a crash it is not re-invoked (its request is already recorded): the step suspends on it.
+    # A reconcile question stays open until it is the one answered.
+    todo = [i for i in step.open_calls()
+            if i not in step.results or i in answered or (answered and not step.reconciling(i))]
     deferred = Change()
     if not todo:
         return deferred
     again = step.reruns() if answered else []
-    if again and not cp.reinvoke_announced:
-        # new attempts get new call_ids, which must be durable before they are dispatched
-        await rt.commit(announce(rt, h, step, again, Change()).checkpoint(h, cp))
+    # an answered reconcile that its answer does not settle sends the call again, as it was
+    resent = {i for i in answered if step.reconciling(i)}
+    decided = uncertain.plan(rt, h, cp, step, todo, answered)  # (may open new reconciles)
+    before = Change()
+    # new attempts get new call_ids, and "ask" calls are marked in flight: both durable before dispatch
+    announced = bool(again) and not cp.reinvoke_announced
+    if announced:
+        announce(rt, h, step, again, before)
+    if uncertain.record_dispatch(rt, h, step, [i for i in todo if i not in decided]) or announced:
+        await rt.commit(before.checkpoint(h, cp))
     into = deferred if len(todo) == 1 else None
-    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i in answered, into) for i in todo))
+    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i in answered - resent, into, decided.get(i))
+                           for i in todo))
     if answered:
         cp.answer = None  # persisted by the commit that follows
         cp.reinvoke_announced = False
@@ -97,30 +108,21 @@ def announce(rt: RuntimeContext, h: Handle, step: Step, indices: list[int], chan
 
 
 async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool,
-                    into: Change | None) -> None:
+                    into: Change | None, decided: ToolResult | None) -> None:
     call = step.calls[i]
     prior = step.results.get(i)
-    answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
-    default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
     started = rt.deps.clock.monotonic()
-    result = await _invoke(rt, h, call, answer, default_id)
-    if result.pending is not None and not answered and not is_task_call(rt, h, call):
-
-        async def reinvoke(ans: Answer) -> ToolResult:
-            # a new attempt gets a new call_id: workers answer a repeated call_id from their cache
-            step.attempts[i] = step.attempts.get(i, 0) + 1
-            call.call_id = step.call_id(f"{rt.id}/{h.id}", i)
-            return await _invoke(rt, h, call, ans, default_id)
-
-        inline = await try_inline(rt, h, call.call_id, result.pending, reinvoke)
-        result = inline if inline is not None else result
+    result = decided if decided is not None else await _dispatch(rt, h, cp, step, i, answered)
     again, before = result.pending, prior.pending if prior is not None else None
-    if answered and again is not None and before is not None and not is_task_call(rt, h, call):
+    # (a reconcile question is the daemon's own, never a repeat of what the tool asked)
+    if (answered and again is not None and before is not None and not uncertain.asks_about(step, i, again)
+            and not is_task_call(rt, h, call)):
         result = _resolve_repeat(again, before, cp.answer.ok if cp.answer else False,
                                  step.chained.get(i, 1))
         if result.pending is not None:
             step.chained[i] = step.chained.get(i, 1) + 1
     step.results[i] = result
+    step.inflight.discard(i)
     outcome = "pending" if result.pending else ("error" if result.is_error else "ok")
     latency_ms = int((rt.deps.clock.monotonic() - started) * 1000)
     change = into if into is not None else Change()
@@ -129,6 +131,36 @@ async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
                        "source": _source(rt, h, call), "latency_ms": latency_ms})
     if into is None:
         await rt.commit(change.checkpoint(h, cp))
+
+
+async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i: int,
+                    answered: bool) -> ToolResult:
+    """Run call ``i`` (with the answer, when one applies to it); an interpreter may answer a
+    suspension inline. An outcome that cannot be known becomes a ``reconcile`` question."""
+    call = step.calls[i]
+    answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
+    default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
+    try:
+        result = await _invoke(rt, h, call, answer, default_id)
+        if result.pending is not None:
+            step.inflight.discard(i)  # it came back asking: it did nothing yet (escalation commits)
+        if result.pending is not None and not answered and not is_task_call(rt, h, call):
+
+            async def reinvoke(ans: Answer) -> ToolResult:
+                # a new attempt gets a new call_id: workers answer a repeated call_id from their cache
+                step.attempts[i] = step.attempts.get(i, 0) + 1
+                call.call_id = step.call_id(f"{rt.id}/{h.id}", i)
+                if uncertain.record_dispatch(rt, h, step, [i]):
+                    await rt.commit(Change().checkpoint(h, cp))
+                return await _invoke(rt, h, call, ans, default_id)
+
+            inline = await try_inline(rt, h, call.call_id, result.pending, reinvoke)
+            result = inline if inline is not None else result
+    except OutcomeUnknown as unknown:
+        log.warning("outcome of an ask tool's call is unknown; asking",
+                    extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id, "error": str(unknown)})
+        return uncertain.reconcile_request(step, i)
+    return result
 
 
 def _resolve_repeat(again: Request, before: Request, ok: bool, in_a_row: int) -> ToolResult:
@@ -174,8 +206,12 @@ async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | No
     try:
         result = await rt.deps.clock.wait_for(executor.invoke(inv), deadline_ms / 1000)
     except TimeoutError:
+        if tool.on_crash is OnCrash.ASK:  # it may have acted: ask rather than guess
+            raise OutcomeUnknown(f"no result within its deadline of {deadline_ms} ms") from None
         return ToolResult(output=f'tool "{tool.name}" did not finish within its deadline of {deadline_ms} ms',
                           is_error=True)
+    except OutcomeUnknown:
+        raise
     except Exception as exc:  # an executor bug must not kill the turn
         log.exception("tool executor failed",
                       extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id})

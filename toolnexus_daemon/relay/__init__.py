@@ -5,7 +5,7 @@ timeouts, re-send of what a lost worker held); ``messages`` are the typed
 calls and replies. No gRPC here: ``api/worker_channel`` is the wire adapter.
 """
 
-from .hub import NoWorker, WorkerHub, WorkerSession
+from .hub import NoWorker, WorkerHub, WorkerLost, WorkerSession
 from .messages import (
     CallKind,
     Incoming,
@@ -20,4 +20,5 @@ from .messages import (
 )
 
 __all__ = ["CallKind", "Incoming", "ModelCallOut", "ModelReplyIn", "NoWorker", "Outgoing", "ResolutionIn",
-           "ResolveOut", "ToolCallOut", "ToolOutcomeIn", "WorkerHub", "WorkerSession", "refused"]
+           "ResolveOut", "ToolCallOut", "ToolOutcomeIn", "WorkerHub", "WorkerLost", "WorkerSession",
+           "refused"]

@@ -5,8 +5,9 @@ It knows nothing of gRPC: calls and replies are the typed messages of
 stream, drains its ``outbox`` onto the wire and hands replies back through
 ``deliver``. A call whose worker disconnects goes back to the queue and is
 re-sent, with the same ``call_id``, to another worker or to the next one that
-connects (docs/protocol.md §6). A call that no worker takes within its ``take_timeout``
-fails with ``NoWorker``.
+connects (docs/protocol.md §6) — unless the caller said it must not be sent twice (a tool
+with ``on_crash: "ask"``, §11): then it fails with ``WorkerLost``. A call that no worker
+takes within its ``take_timeout`` fails with ``NoWorker``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from .messages import Incoming, ModelCallOut, Outgoing, ToolCallOut
 
 class NoWorker(Exception):
     """No connected worker took the call in time."""
+
+
+class WorkerLost(Exception):
+    """The worker that took a call not to be re-sent disconnected before replying."""
 
 
 @dataclass(eq=False)
@@ -54,6 +59,8 @@ class _PendingCall:
     assigned: WorkerSession | None = None
     taken: asyncio.Event = field(default_factory=asyncio.Event)
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    # False: a worker that took the call and vanished may have acted; the call is not re-sent
+    resend: bool = True
 
 
 class WorkerHub:
@@ -93,7 +100,8 @@ class WorkerHub:
                 call.assigned = None
                 call.taken.clear()
                 call.lost.set()
-                self._assign(call)
+                if call.resend:
+                    self._assign(call)
         session.inflight.clear()
         session.outbox.put_nowait(None)
 
@@ -101,14 +109,16 @@ class WorkerHub:
         for session in self.sessions(runtime_id):
             self.detach(session)
 
-    async def call(self, runtime_id: str, out: Outgoing, take_timeout: float) -> Incoming:
+    async def call(self, runtime_id: str, out: Outgoing, take_timeout: float, *, resend: bool = True,
+                   ) -> Incoming:
         """Send ``out`` to a capable worker and return its reply (of whatever kind the worker sent).
 
         Waits at most ``take_timeout`` seconds for a worker to take the call
-        (again after each disconnect); once taken, waits for the reply.
+        (again after each disconnect, or — with ``resend=False`` — raises ``WorkerLost``
+        at the first); once taken, waits for the reply.
         """
         loop = asyncio.get_running_loop()
-        call = _PendingCall(out=out, runtime_id=runtime_id, reply=loop.create_future())
+        call = _PendingCall(out=out, runtime_id=runtime_id, reply=loop.create_future(), resend=resend)
         self._calls[out.call_id] = call
         try:
             self._assign(call)
@@ -118,6 +128,8 @@ class WorkerHub:
                 either: list[asyncio.Future[Any]] = [call.reply, lost]
                 await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 lost.cancel()
+                if call.lost.is_set() and not call.reply.done() and not call.resend:
+                    raise WorkerLost(call.out.kind)
                 call.lost.clear()
             return call.reply.result()
         finally:

@@ -39,6 +39,12 @@ def action_of(call_id: str) -> str:
     return _ATTEMPT.sub("", call_id)
 
 
+class OutcomeUnknown(Exception):
+    """A call of an ``on_crash: "ask"`` tool was handed over and no result came back (its worker
+    vanished, the service's connection broke or timed out after the request was sent): it may
+    have acted. Raised only for ``ask`` tools; the engine asks (docs/protocol.md §11)."""
+
+
 class ToolExecutor(Protocol):
     async def invoke(self, inv: ToolInvocation) -> ToolResult: ...
 

@@ -5,7 +5,9 @@ arguments (URL-quoted) and those arguments are used up; arguments named in
 ``http.query`` go as query parameters; the rest go as a JSON body for methods
 that carry one, else as query parameters. Header values get ``${ENV}``
 expansion; the expanded values are never logged and are masked in the
-output, which is stored in the event log and read by the model. Also home
+output, which is stored in the event log and read by the model. Every request
+carries ``Idempotency-Key: <call_id>`` (unless the tool's headers set one), the
+same across a re-dispatch of the same call (docs/protocol.md §11). Also home
 of the helpers the webhook executor shares: both turn every httpx failure
 into an error ToolResult, because a tool's failure is a value the model
 reads, not a crash.
@@ -24,8 +26,8 @@ from urllib.parse import quote
 import httpx
 
 from ..envexpand import expand_headers, expanded_secrets, mask
-from ..model import JSON, HttpConfig, ToolResult
-from .base import ToolInvocation
+from ..model import JSON, HttpConfig, OnCrash, ToolResult
+from .base import OutcomeUnknown, ToolInvocation
 
 DEFAULT_TIMEOUT_MS = 30_000
 # a tool result is fed to the model; an unbounded body would blow its context
@@ -63,17 +65,27 @@ def unreachable(kind: str, name: str, exc: Exception, limit_ms: int) -> ToolResu
     return ToolResult(output=f'{kind} tool "{name}" unreachable: {reason}', is_error=True)
 
 
+# failures that prove the request never reached the service: nothing can have happened
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
+             httpx.LocalProtocolError, httpx.InvalidURL)
+
+
 async def send(client: httpx.AsyncClient, kind: str, inv: ToolInvocation, request: httpx.Request,
                ) -> httpx.Response | ToolResult:
-    """Send one request under the tool's timeout; a failure comes back as an error result."""
+    """Send one request under the tool's timeout; a failure comes back as an error result —
+    for an ``on_crash: "ask"`` tool whose request may have arrived (the connection broke or
+    timed out after it was sent), ``OutcomeUnknown`` instead (docs/protocol.md §11)."""
     http = inv.tool.http or HttpConfig()
     limit = timeout_ms(http)
     request.extensions["timeout"] = httpx.Timeout(limit / 1000).as_dict()
+    request.headers.setdefault("Idempotency-Key", inv.call_id)
     try:
         # httpx times each read separately; the outer deadline bounds a slow trickle too
         async with asyncio.timeout(limit / 1000):
             return await client.send(request)
     except (httpx.RequestError, TimeoutError) as exc:
+        if inv.tool.on_crash is OnCrash.ASK and not isinstance(exc, _NOT_SENT):
+            raise OutcomeUnknown(unreachable(kind, inv.tool.name, exc, limit).output) from exc
         return unreachable(kind, inv.tool.name, exc, limit)
 
 

@@ -1,16 +1,17 @@
 """Executor for ``native`` tools: the call is relayed to a worker of the app over ``Connect``.
 
 The worker hub picks a connected worker that serves the tool, re-sends the
-call (same ``call_id``) if that worker disconnects, and gives up when no
+call (same ``call_id``) if that worker disconnects — for an ``on_crash: "ask"`` tool
+it does not: the outcome is unknown and the engine asks (§11) — and gives up when no
 worker takes it within the runtime's tool timeout; that becomes an error
 result naming the tool, which the model reads (docs/protocol.md §6), never a crash.
 """
 
 from __future__ import annotations
 
-from ..model import ToolResult
-from ..relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub
-from .base import ToolInvocation
+from ..model import OnCrash, ToolResult
+from ..relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub, WorkerLost
+from .base import OutcomeUnknown, ToolInvocation
 
 
 class NativeExecutor:
@@ -24,7 +25,10 @@ class NativeExecutor:
         name = inv.tool.name
         out = ToolCallOut(inv.call_id, inv.handle, name, inv.arguments, inv.answer)
         try:
-            reply = await self._hub.call(inv.runtime_id, out, inv.take_timeout_ms / 1000)
+            reply = await self._hub.call(inv.runtime_id, out, inv.take_timeout_ms / 1000,
+                                         resend=inv.tool.on_crash is not OnCrash.ASK)
+        except WorkerLost:
+            raise OutcomeUnknown(f'the worker serving "{name}" disconnected before replying') from None
         except NoWorker:
             return ToolResult(is_error=True, output=(
                 f'no worker is connected to serve native tool "{name}" '

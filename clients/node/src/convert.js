@@ -155,6 +155,7 @@ export function toolToPb(t) {
     source: t.source,
     http: null,
     deadline_ms: t.deadlineMs ?? 0,
+    on_crash: t.onCrash ?? 'rerun',
   };
   if (t.endpoint) {
     const e = t.endpoint;

@@ -4,16 +4,23 @@
 // declaration; everything else is the daemon's INVALID_ARGUMENT.
 
 const TOOL_SOURCES = ['native', 'webhook', 'http'];
+// what a call in flight at a daemon crash becomes: sent again, or asked about (docs/protocol.md §11)
+const ON_CRASH = ['rerun', 'ask'];
 
 /** A tool an agent uses; build it with `tool(...)`, `Tool.webhook(...)` or `Tool.http(...)`. */
 export class Tool {
   /**
    * @param {{name: string, description?: string, inputSchema?: object|null,
-   *   execute?: Function|null, source?: string, endpoint?: object|null, deadlineMs?: number}} fields
+   *   execute?: Function|null, source?: string, endpoint?: object|null, deadlineMs?: number,
+   *   onCrash?: string}} fields — `onCrash: 'ask'`: a call in flight at a crash (or whose worker
+   *   vanished) is not sent again; the handle suspends on a `reconcile` request instead
    */
   constructor({ name, description = '', inputSchema = null, execute = null, source = 'native',
-    endpoint = null, deadlineMs = 0 }) {
+    endpoint = null, deadlineMs = 0, onCrash = 'rerun' }) {
     if (!name || typeof name !== 'string') throw new TypeError('a tool needs a name');
+    if (!ON_CRASH.includes(onCrash)) {
+      throw new TypeError(`tool "${name}": onCrash must be one of ${ON_CRASH.join(', ')}`);
+    }
     if (!Number.isInteger(deadlineMs) || deadlineMs < 0) {
       throw new TypeError(`tool "${name}": deadlineMs must be a non-negative integer (0 = the daemon's default)`);
     }
@@ -36,19 +43,21 @@ export class Tool {
     this.source = source;
     this.endpoint = endpoint ? normaliseEndpoint(endpoint) : null;
     this.deadlineMs = deadlineMs;
+    this.onCrash = onCrash;
     Object.freeze(this);
   }
 
   /** A tool the daemon POSTs `{call_id, runtime_id, handle, tool, arguments, answer}` to. */
-  static webhook(name, url, { description = '', inputSchema = null, headers = {}, timeoutMs = 0 } = {}) {
-    return new Tool({ name, description, inputSchema, source: 'webhook',
+  static webhook(name, url, { description = '', inputSchema = null, headers = {}, timeoutMs = 0,
+    onCrash = 'rerun' } = {}) {
+    return new Tool({ name, description, inputSchema, source: 'webhook', onCrash,
       endpoint: { url, method: 'POST', headers, timeoutMs } });
   }
 
   /** A plain REST endpoint: `{placeholder}` URL args, `query` args, the rest as a JSON body. */
   static http(name, url, { method = 'GET', query = [], headers = {}, description = '', inputSchema = null,
-    timeoutMs = 0 } = {}) {
-    return new Tool({ name, description, inputSchema, source: 'http',
+    timeoutMs = 0, onCrash = 'rerun' } = {}) {
+    return new Tool({ name, description, inputSchema, source: 'http', onCrash,
       endpoint: { url, method: String(method).toUpperCase(), query, headers, timeoutMs } });
   }
 }
@@ -65,16 +74,16 @@ function normaliseEndpoint(e) {
 
 /**
  * A native tool served by this process: `tool(name, execute, {description, inputSchema})` or
- * `tool(name, {description, inputSchema, execute})`. `execute(args, ctx)` may be async and
- * returns a string, a ToolResult or a JSON value; a throw becomes an error result.
+ * `tool(name, {description, inputSchema, execute, deadlineMs, onCrash})`. `execute(args, ctx)` may be
+ * async and returns a string, a ToolResult or a JSON value; a throw becomes an error result.
  */
 export function tool(name, execute, options = {}) {
   if (execute !== null && typeof execute === 'object') {
     options = execute;
     execute = options.execute ?? null;
   }
-  const { description = '', inputSchema = null } = options;
-  return new Tool({ name, description, inputSchema, execute: execute ?? null });
+  const { description = '', inputSchema = null, deadlineMs = 0, onCrash = 'rerun' } = options;
+  return new Tool({ name, description, inputSchema, execute: execute ?? null, deadlineMs, onCrash });
 }
 
 /** One agent of a registry; build it with `agent(...)`. */

@@ -220,6 +220,8 @@ export declare class Tool {
     endpoint?: Partial<HttpEndpoint> & { url: string } | null;
     /** Total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms. */
     deadlineMs?: number;
+    /** `'ask'`: a call in flight at a crash is asked about (a `reconcile` request), not re-sent. */
+    onCrash?: 'rerun' | 'ask';
   });
   readonly name: string;
   readonly description: string;
@@ -228,20 +230,24 @@ export declare class Tool {
   readonly source: 'native' | 'webhook' | 'http';
   readonly endpoint: HttpEndpoint | null;
   readonly deadlineMs: number;
+  readonly onCrash: 'rerun' | 'ask';
   /** A tool the daemon POSTs `{call_id, runtime_id, handle, tool, arguments, answer}` to. */
   static webhook(name: string, url: string, options?: {
     description?: string; inputSchema?: JsonObject | null; headers?: Record<string, string>; timeoutMs?: number;
+    onCrash?: 'rerun' | 'ask';
   }): Tool;
   /** A plain REST endpoint: `{placeholder}` URL args, `query` args, the rest as a JSON body. */
   static http(name: string, url: string, options?: {
     method?: string; query?: string[]; headers?: Record<string, string>; description?: string;
-    inputSchema?: JsonObject | null; timeoutMs?: number;
+    inputSchema?: JsonObject | null; timeoutMs?: number; onCrash?: 'rerun' | 'ask';
   }): Tool;
 }
 
 export interface ToolOptions {
   description?: string;
   inputSchema?: JsonObject | null;
+  deadlineMs?: number;
+  onCrash?: 'rerun' | 'ask';
 }
 
 /** A native tool served by this process. */

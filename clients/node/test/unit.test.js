@@ -80,6 +80,17 @@ describe('declarations', () => {
     assert.deepEqual([...reg.nativeTools().keys()], ['t']);
   });
 
+  it('carries on_crash into the tool definition (rerun unless asked)', () => {
+    const charge = tool('charge', () => 'ok', { onCrash: 'ask' });
+    const hook = Tool.webhook('hook', 'http://127.0.0.1:9/hook', { onCrash: 'ask' });
+    const req = newRequest({ registry: registry(agent('a', { uses: { tools: [charge, hook, tool('t', () => 1)] } })),
+      llm: { style: 'openai', baseUrl: 'http://127.0.0.1:1' } });
+    assert.deepEqual(req.agents[0].tools.map((t) => t.on_crash), ['ask', 'ask', 'rerun']);
+    const encoded = loadContract().definition['toolnexus.agents.v1.NewRequest'].serialize(req);
+    const decoded = loadContract().definition['toolnexus.agents.v1.NewRequest'].deserialize(encoded);
+    assert.equal(decoded.agents[0].tools[0].on_crash, 'ask');
+  });
+
   it('refuses mistakes at declaration', () => {
     assert.throws(() => registry(agent('a'), agent('a')), /declared twice/);
     assert.throws(() => registry(agent('a', { uses: { tools: [tool('t', () => 1)] } }),
@@ -87,6 +98,7 @@ describe('declarations', () => {
     assert.throws(() => agent('a', { tools: [] }), /unknown option/);
     assert.throws(() => agent('a', { uses: { tool: [] } }), /uses takes 'tools' and 'team'/);
     assert.throws(() => new Tool({ name: 'w', source: 'webhook' }), /needs a url/);
+    assert.throws(() => tool('t', () => 1, { onCrash: 'maybe' }), /onCrash must be one of rerun, ask/);
     assert.throws(() => newRequest({ registry: registry(), llm: { styel: 'x' } }), /unknown llm key "styel"/);
   });
 });

@@ -167,7 +167,7 @@ def outcome_to_pb(call_id: str, result: ToolResult) -> pb.ToolOutcome:
 def tool_to_pb(tool: Tool) -> pb.ToolDef:
     out = pb.ToolDef(name=tool.name, description=tool.description, source=tool.source,
                      input_schema=struct_from(tool.input_schema or EMPTY_SCHEMA),
-                     deadline_ms=tool.deadline_ms)
+                     deadline_ms=tool.deadline_ms, on_crash=tool.on_crash)
     if tool.endpoint is not None:
         spec = tool.endpoint
         out.http.CopyFrom(pb.HttpConfig(method=spec.method, url=spec.url, headers=dict(spec.headers),

@@ -19,6 +19,8 @@ Execute = Callable[[JSON, Context], Any]
 """A native tool body: ``execute(args, ctx)`` returning str, ToolResult or dict."""
 
 TOOL_SOURCES = ("native", "webhook", "http")
+# what a call in flight at a daemon crash becomes: sent again, or asked about (docs/protocol.md §11)
+ON_CRASH = ("rerun", "ask")
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,16 @@ class Tool:
     endpoint: HttpSpec | None = None
     # total time one call may take, dispatch to result; 0 = the daemon's --tool-deadline-ms
     deadline_ms: int = 0
+    # "ask": a call in flight at a crash (or whose worker vanished) is not sent again; the handle
+    # suspends on a ``reconcile`` request asking whether it completed. Key side effects by
+    # ``ctx.call_id``: a re-dispatch of the same call carries the same one.
+    on_crash: str = "rerun"
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("a tool needs a name")
+        if self.on_crash not in ON_CRASH:
+            raise ValueError(f"tool {self.name!r}: on_crash must be one of {', '.join(ON_CRASH)}")
         if self.deadline_ms < 0:
             raise ValueError(f"tool {self.name!r}: deadline_ms must not be negative")
         if self.source not in TOOL_SOURCES:
@@ -66,19 +74,20 @@ class Tool:
 
     @classmethod
     def webhook(cls, name: str, url: str, description: str = "", input_schema: JSON | None = None,
-                headers: Mapping[str, str] | None = None, timeout_ms: int = 0) -> Tool:
+                headers: Mapping[str, str] | None = None, timeout_ms: int = 0,
+                on_crash: str = "rerun") -> Tool:
         """A tool the daemon POSTs ``{call_id, runtime_id, handle, tool, arguments, answer}`` to."""
         spec = HttpSpec(url=url, method="POST", headers=dict(headers or {}), timeout_ms=timeout_ms)
-        return cls(name, description, input_schema, source="webhook", endpoint=spec)
+        return cls(name, description, input_schema, source="webhook", endpoint=spec, on_crash=on_crash)
 
     @classmethod
     def http(cls, name: str, url: str, method: str = "GET", query: Iterable[str] = (),
              headers: Mapping[str, str] | None = None, description: str = "",
-             input_schema: JSON | None = None, timeout_ms: int = 0) -> Tool:
+             input_schema: JSON | None = None, timeout_ms: int = 0, on_crash: str = "rerun") -> Tool:
         """A plain REST endpoint: ``{placeholder}`` URL args, ``query`` args, the rest as JSON body."""
         spec = HttpSpec(url=url, method=method.upper(), headers=dict(headers or {}), query=tuple(query),
                         timeout_ms=timeout_ms)
-        return cls(name, description, input_schema, source="http", endpoint=spec)
+        return cls(name, description, input_schema, source="http", endpoint=spec, on_crash=on_crash)
 
 
 @dataclass(frozen=True)
