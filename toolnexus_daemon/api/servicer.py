@@ -197,7 +197,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         answer = convert.answer_from(request.answer)
         rt = await self._runtime(request.runtime_id, context)
         try:
-            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait), rt)
+            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait,
+                                                      request.accept_changed_definition), rt)
         except NotFound:
             self._resumed("unknown")
             raise
@@ -217,7 +218,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
-        return fit_snapshots([convert.snapshot_to(rt.snapshot(request.handle))],
+        h = rt.snapshot(request.handle)
+        return fit_snapshots([convert.snapshot_to(h, rt.definition_changed(h))],
                              self.facts.limits.max_message_bytes)[0]
 
     @unary
@@ -225,7 +227,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()
-        snaps = [convert.snapshot_to(h) for h in rt.list()]
+        snaps = [convert.snapshot_to(h, rt.definition_changed(h)) for h in rt.list()]
         return pb.ListResponse(handles=fit_snapshots(snaps, self.facts.limits.max_message_bytes))
 
     @unary

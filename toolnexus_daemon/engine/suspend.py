@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..model import EventType, HandleState, Request, Status
-from . import notes
+from . import drift, notes
 from .change import Change
 from .checkpoint import Step
 from .handle import Handle
@@ -34,6 +34,7 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     entry: RequestEntry | None = None
     if is_leaf:
         request, entry = rt.requests.open(_with_path(h, request), h.id)
+    drift.record(rt, h, step.calls[idx].name if is_leaf else "")
     h.state = HandleState.SUSPENDED
     h.pending = request
     h.suspended_at = rt.deps.clock.now()
