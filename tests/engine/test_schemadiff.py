@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from toolnexus_daemon.engine.schemadiff import SchemaDiff, capped, diff, type_of
 
-V1 = {"type": "object", "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}},
+V1: dict[str, Any] = {"type": "object", "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}},
       "required": ["amount"]}
 
 
@@ -56,7 +56,7 @@ def test_properties_that_are_not_an_object_are_compared_whole() -> None:
 
 
 def test_type_names_as_people_write_them() -> None:
-    written = ({"type": "number"}, {"type": ["string", "null"]}, {}, True, {"type": 3})
+    written: tuple[Any, ...] = ({"type": "number"}, {"type": ["string", "null"]}, {}, True, {"type": 3})
     assert [type_of(s) for s in written] == ["number", "string|null", "any", "any", "any"]
 
 
