@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from toolnexus_daemon.engine.schemadiff import SchemaDiff, capped, diff, type_of
 
-V1: dict[str, Any] = {"type": "object", "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}},
-      "required": ["amount"]}
+V1: dict[str, Any] = {"type": "object", "required": ["amount"],
+                      "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}}}
 
 
 def test_added_removed_and_retyped_properties_are_named() -> None:
