@@ -38,7 +38,8 @@ dev-model: $(RUN_STAMP)
 # (TOOLNEXUS_TEST_STORE=postgres: a database per daemon on one embedded server per run). The store
 # contract suite and tests/store/test_pg.py run on PostgreSQL in the first pass already.
 PG_SUITES := tests/e2e/test_crash_reattach.py tests/e2e/test_chained.py tests/e2e/test_scenarios.py \
-	tests/api/test_suspend_resume.py tests/api/test_watch.py tests/api/test_edge_faults.py tests/faults
+	tests/api/test_suspend_resume.py tests/api/test_watch.py tests/api/test_edge_faults.py tests/faults \
+	tests/e2e/test_definition_drift.py
 PG_ALL := tests/e2e tests/api tests/client tests/fuzz tests/faults tests/ops
 
 test: proto-check lint typecheck node-test
