@@ -7,15 +7,27 @@ from dataclasses import replace
 
 import pytest
 
+from toolnexus_daemon.clock import ManualClock
 from toolnexus_daemon.engine.change import Change
 from toolnexus_daemon.engine.checkpoint import Checkpoint
+from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.engine.fingerprint import Fingerprint, soul_digest
 from toolnexus_daemon.engine.runtime import Runtime
-from toolnexus_daemon.errors import FailedPrecondition
-from toolnexus_daemon.model import AgentDef, Answer, EventType, HandleState, Status, ToolDef
+from toolnexus_daemon.errors import DataLoss, FailedPrecondition
+from toolnexus_daemon.model import (
+    AgentDef,
+    Answer,
+    EventType,
+    HandleState,
+    RuntimeOptions,
+    Status,
+    ToolDef,
+    ToolSource,
+)
+from toolnexus_daemon.store import MemoryStore
 from toolnexus_devtools import mock_model
 
-from .conftest import LLM, Bench, new_runtime
+from .conftest import LLM, Bench, FunctionTools, ScriptedModel, new_runtime
 from .test_nested import COORD, two_level_model
 from .test_single_level import secret_action
 
@@ -131,3 +143,34 @@ async def test_a_parent_suspended_on_task_records_no_tool_but_its_soul(bench: Be
         await rt.resume(Answer(req.id, ok=True))  # the leaf's tool refuses the whole cascade
     out = await rt.resume(Answer(req.id, ok=True), accept_changed_definition=True)
     assert out.handle == top and out.result is not None and out.result.status is Status.DONE
+
+
+class UnreadableHandles(MemoryStore):
+    """A store whose scan of handle records fails as a damaged record makes it fail."""
+
+    def handles(self, runtime_id: str) -> list[dict]:  # type: ignore[type-arg]
+        raise DataLoss(f"handles/{runtime_id}: record unreadable")
+
+
+async def test_an_unreadable_handle_scan_costs_the_events_not_the_reattach() -> None:
+    store = UnreadableHandles()
+    bench_model = ScriptedModel(script=mock_model)
+    tools = FunctionTools({"secret_action": secret_action})
+    engine = Engine(store, clock=ManualClock(), model_for=lambda llm: bench_model,
+                    executors={ToolSource.NATIVE: tools})
+    await engine.start()
+    try:
+        out = await engine.new("u1", [cashier()], LLM, RuntimeOptions())
+        rt = engine.runtime(out.runtime_id)
+        h = (await rt.spawn("root", "asker")).id
+        await rt.wake(h, "go")
+        pending = (await rt.wait(h, 5000)).pending
+        assert pending is not None
+        engine_out = await engine.new("u1", [cashier(V2)], LLM, RuntimeOptions())
+        assert engine_out.reattached
+        # the handle is in memory: its event is still written, and Resume still refuses
+        assert [e.type for e in store.events("u1", 0, 1000)].count(EventType.REATTACH) == 1
+        with pytest.raises(FailedPrecondition):
+            await rt.resume(Answer(pending.id, ok=True))
+    finally:
+        await engine.stop()

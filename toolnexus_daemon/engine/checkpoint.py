@@ -119,8 +119,8 @@ class Checkpoint:
                    turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
                    step=Step.from_json(d["step"]) if d.get("step") else None,
                    answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
-                   reinvoke_announced=bool(d.get("reinvoke_announced")),
-                fingerprint=Fingerprint.from_json(d["fingerprint"]) if d.get("fingerprint") else None)
+                      reinvoke_announced=bool(d.get("reinvoke_announced")),
+                   fingerprint=Fingerprint.from_json(d["fingerprint"]) if d.get("fingerprint") else None)
 
 
 def request_id_for(call_base: str) -> str:

@@ -7,10 +7,11 @@ The comparisons themselves are ``fingerprint``'s; this module knows where the fi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..errors import FailedPrecondition
+from ..errors import DataLoss, FailedPrecondition, NotFound, StoreError
 from ..model import AgentDef, EventType, HandleState, LlmConfig
 from .change import Change
 from .fingerprint import DefinitionChange, changes, refusal, take
@@ -18,6 +19,8 @@ from .handle import Handle
 
 if TYPE_CHECKING:
     from .context import RuntimeContext
+
+log = logging.getLogger("toolnexus_daemon.engine")
 
 
 def record(rt: RuntimeContext, h: Handle, tool_name: str) -> None:
@@ -72,9 +75,25 @@ def _against(h: Handle, agents: Mapping[str, AgentDef], llm: LlmConfig) -> list[
 
 
 def _suspended(rt: RuntimeContext, agents: set[str]) -> list[Handle]:
-    """The suspended handles of ``agents``: stored ones and those suspended in memory only so far."""
-    ids = {rec["id"] for rec in rt.deps.store.handles(rt.id)
+    """The suspended handles of ``agents``: stored ones and those suspended in memory only so far.
+
+    Best effort: the events are a report, so a damaged record costs its handle's event (Snapshot
+    and Resume still compare that handle when it is read), never the reattach itself."""
+    try:
+        stored = rt.deps.store.handles(rt.id)
+    except (DataLoss, StoreError) as exc:
+        log.warning("definition drift: stored handles unreadable, only loaded ones are compared",
+                    extra={"runtime": rt.id, "error": str(exc)})
+        stored = []
+    ids = {str(rec.get("id")) for rec in stored
            if rec.get("state") == HandleState.SUSPENDED and rec.get("agent") in agents}
     ids |= {h.id for h in rt.handles.loaded() if h.state is HandleState.SUSPENDED and h.agent in agents}
-    found_handles = [rt.table.handle(hid) for hid in sorted(ids)]
-    return [h for h in found_handles if h.state is HandleState.SUSPENDED]
+    out: list[Handle] = []
+    for hid in sorted(ids):
+        try:
+            h = rt.table.handle(hid)
+        except (DataLoss, NotFound):
+            continue
+        if h.state is HandleState.SUSPENDED:
+            out.append(h)
+    return out
