@@ -9,11 +9,13 @@ Event, InboxItem. Strings of the pinned vocabularies pass through unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
 from ..bounds import bounded_output, depth_of
+from ..engine.fingerprint import DefinitionChange
 from ..engine.handle import Handle
 from ..errors import InvalidArgument
 from ..model import JSON, Answer, Event, EventType, InboxItem, Request, TaskResult
@@ -136,7 +138,7 @@ def inbox_item_from(msg: pb.InboxItem) -> InboxItem:
     return InboxItem(from_=getattr(msg, "from"), channel=msg.channel, text=msg.text)
 
 
-def snapshot_to(h: Handle) -> pb.HandleSnapshot:
+def snapshot_to(h: Handle, changed: Sequence[DefinitionChange] = ()) -> pb.HandleSnapshot:
     usage = pb.Usage(prompt_tokens=read_count(h.usage.prompt_tokens),
                      completion_tokens=read_count(h.usage.completion_tokens),
                      total_tokens=read_count(h.usage.total_tokens))
@@ -150,7 +152,14 @@ def snapshot_to(h: Handle) -> pb.HandleSnapshot:
         msg.last_result.CopyFrom(result_to(h.last_result))
     if h.pending is not None:
         msg.pending.CopyFrom(request_to(h.pending))
+    msg.definition_changed.extend(definition_change_to(c) for c in changed)
     return msg
+
+
+def definition_change_to(c: DefinitionChange) -> pb.DefinitionChange:
+    return pb.DefinitionChange(part=c.part, name=c.name, change=c.change, added=list(c.added),
+                               removed=list(c.removed), retyped=list(c.retyped),
+                               refuses_resume=c.refuses_resume, summary=c.summary)
 
 
 def event_to(ev: Event) -> pb.Event:

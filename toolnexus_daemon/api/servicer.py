@@ -203,7 +203,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self._require_open()
         rt = await open_for_answer(self._engine, request.runtime_id, answer.id, request.handle, context)
         try:
-            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait), rt)
+            out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait,
+                                                      request.accept_changed_definition), rt)
         except NotFound:
             self._resumed("unknown")
             raise
@@ -223,7 +224,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
-        return fit_snapshots([convert.snapshot_to(rt.snapshot(request.handle))],
+        h = rt.snapshot(request.handle)
+        return fit_snapshots([convert.snapshot_to(h, rt.definition_changed(h))],
                              self.facts.limits.max_message_bytes)[0]
 
     @unary
@@ -231,7 +233,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()
-        snaps = [convert.snapshot_to(h) for h in rt.list()]
+        snaps = [convert.snapshot_to(h, rt.definition_changed(h)) for h in rt.list()]
         return pb.ListResponse(handles=fit_snapshots(snaps, self.facts.limits.max_message_bytes))
 
     @unary

@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from ..model import JSON, Answer, InboxItem, ToolResult
+from .fingerprint import Fingerprint
 
 # the request kind asking whether a call of an ``on_crash: "ask"`` tool completed (§11)
 RECONCILE = "reconcile"
@@ -119,13 +120,16 @@ class Checkpoint:
     answer: Answer | None = None  # an accepted Answer not yet applied to step.pending_idx
     # the calls that answer re-runs already have their new call_ids (given by the acceptance's commit)
     reinvoke_announced: bool = False
+    # what the pending answer will be fed to, recorded by a durable suspension (docs/protocol.md §11)
+    fingerprint: Fingerprint | None = None
 
     def to_json(self) -> JSON:
         return {"input": self.input, "turn_start": self.turn_start,
                 "drained": [i.to_json() for i in self.drained], "turns": self.turns,
                 "tokens": self.tokens, "step": self.step.to_json() if self.step else None,
                 "answer": self.answer.to_json() if self.answer else None,
-                **({"reinvoke_announced": True} if self.reinvoke_announced else {})}
+                **({"reinvoke_announced": True} if self.reinvoke_announced else {}),
+                **({"fingerprint": self.fingerprint.to_json()} if self.fingerprint else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Checkpoint:
@@ -134,7 +138,8 @@ class Checkpoint:
                    turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
                    step=Step.from_json(d["step"]) if d.get("step") else None,
                    answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
-                   reinvoke_announced=bool(d.get("reinvoke_announced")))
+                      reinvoke_announced=bool(d.get("reinvoke_announced")),
+                   fingerprint=Fingerprint.from_json(d["fingerprint"]) if d.get("fingerprint") else None)
 
 
 def reconcile_id(call_id: str, round_: int) -> str:

@@ -176,7 +176,7 @@ class Deadlines:
     def _plan(self, rid: str) -> None:
         try:
             rows = self._store.expiring(rid, 1)
-        except StoreError as exc:
+        except (StoreError, DataLoss) as exc:  # an unreadable store costs the plan a retry, never the caller
             log.warning("deadlines not read", extra={"runtime": rid, "error": str(exc)})
             self.at(rid, self._clock.now() + RETRY_S)
             return

@@ -303,10 +303,10 @@ class Engine:
         """Replace the registry without failing model calls in flight: the same model config
         keeps its transport; a new one retires the old transport after the longest a call of it
         can still take (its whole-call timeout), instead of closing it under those calls."""
-        old_model, old_llm = rt.deps.model, rt.llm
+        old_model, old_llm, old_agents = rt.deps.model, rt.llm, rt.agents
         model = old_model if llm == old_llm else self._model_for(llm)
         rt.replace_registry(agents, llm, options, model)
-        await rt.commit_record()
+        await rt.commit_record(old_agents, old_llm)
         if model is not old_model:
             self._retire(old_model, old_llm.timeout_ms / 1000 + RETIRE_SLACK_S)
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from ..clock import parse_rfc3339
 from ..errors import FailedPrecondition, InvalidArgument, NotFound
-from ..model import Answer, EventType, HandleState, Request, TaskResult
-from . import notes
+from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
+from . import drift, notes
 from .change import Change
 from .handle import Handle
 from .requests import RequestEntry, WaitState
@@ -46,8 +46,12 @@ class Accepted:
     duplicate: bool
 
 
-def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted, Change | None]:
-    """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller."""
+def accept(rt: RuntimeContext, answer: Answer, handle_id: str,
+           accept_changed: bool = False) -> tuple[Accepted, Change | None]:
+    """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller.
+
+    ``accept_changed`` (``ResumeRequest.accept_changed_definition``) feeds the answer to a tool
+    whose definition changed since it suspended; without it that is refused (docs/protocol.md §11)."""
     if not answer.id:
         raise InvalidArgument("answer.id is required (the id of the pending Request)")
     entry = rt.requests.get(answer.id)
@@ -61,11 +65,13 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str) -> tuple[Accepted
     chain = [leaf] + [a for a in rt.table.ancestors(leaf) if _suspended_on(a, answer.id)]
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
+    drifted = drift.check_resume(rt, chain, answer.id, accept=accept_changed)  # so does a changed tool
     change = Change()
     rt.requests.answer(change, answer.id, entry, target, answer, top=chain[-1].id,
                        expired=not effective.ok and effective.reason == EXPIRED)
     for h in chain:
-        _restart(rt, h, effective, change, cascade=h is not leaf)
+        _restart(rt, h, effective, change, cascade=h is not leaf,
+                 accepted_changes=[c.summary for c in drifted] if h is leaf else [])
     return Accepted(chain=chain, duplicate=False), change
 
 
@@ -109,17 +115,22 @@ def _suspended_on(h: Handle, request_id: str) -> bool:
     return h.state is HandleState.SUSPENDED and h.pending is not None and h.pending.id == request_id
 
 
-def _restart(rt: RuntimeContext, h: Handle, answer: Answer, change: Change, *, cascade: bool) -> None:
+def _restart(rt: RuntimeContext, h: Handle, answer: Answer, change: Change, *, cascade: bool,
+             accepted_changes: list[str]) -> None:
     """``suspended→idle→running`` with the answer waiting in the checkpoint, and the calls it
     re-runs announced with their new call_ids."""
     assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"
     h.cp.answer = answer
+    h.cp.fingerprint = None  # the suspension it described is over
     h.pending = None
     h.suspended_at = 0.0
     h.state = HandleState.RUNNING
     change.save(h).checkpoint(h, h.cp)
     note = notes.resume_at_checkpoint(h.id, answer.ok, h.turns_total)
-    change.event(h, EventType.RESUMED, note, data={"request_id": answer.id, "ok": answer.ok})
+    data: JSON = {"request_id": answer.id, "ok": answer.ok}
+    if accepted_changes:  # fed to a changed definition, as the caller asked: say so in the log
+        data["accepted_changed_definition"] = accepted_changes
+    change.event(h, EventType.RESUMED, note, data=data)
     if cascade:
         change.event(h, EventType.REATTACH, notes.cascade(h.id))
     change.transition(h, HandleState.SUSPENDED, HandleState.IDLE, notes.answer_accepted(h.id))

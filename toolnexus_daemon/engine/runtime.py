@@ -44,12 +44,13 @@ from ..model import (
 )
 from ..store.base import Store
 from ..tools.base import Resolver, ToolExecutor
-from . import lifecycle, notes, wakes
+from . import drift, lifecycle, notes, wakes
 from . import resume as resume_mod
 from . import task as task_mod
 from .change import Change
 from .checkpoint import Call
 from .committer import AllowAll, CommitGuard, Committer
+from .fingerprint import DefinitionChange
 from .handle import Handle
 from .handles import HandleTable
 from .lifetime import RuntimeLifetime
@@ -195,11 +196,13 @@ class Runtime:
         h.waiters.append(fut)
         return fut
 
-    async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False) -> ResumeOutcome:
-        """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4)."""
+    async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False,
+                     accept_changed_definition: bool = False) -> ResumeOutcome:
+        """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4);
+        a suspended tool whose definition changed since is refused unless accepted (§11)."""
         async with self._resume_lock:
             await self._committer.barrier()  # a suspension still being committed is found, not NOT_FOUND
-            accepted, change = resume_mod.accept(self, answer, handle_id)
+            accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
             top = accepted.chain[-1]
             fut = None if no_wait else self.waiter(top)
             if change is not None:
@@ -222,6 +225,10 @@ class Runtime:
 
     def snapshot(self, handle_id: str) -> Handle:
         return self.table.handle(handle_id)
+
+    def definition_changed(self, h: Handle) -> list[DefinitionChange]:
+        """What changed, since ``h`` suspended, in what its answer will be fed to (docs/protocol.md §11)."""
+        return drift.found(self, h)
 
     def list(self) -> list[Handle]:
         """Every handle in pre-order (spawn order within a parent), root excluded."""
@@ -271,9 +278,14 @@ class Runtime:
         self.bus.publish([Event(seq=0, runtime_id=self.id, handle=h.id, type=EventType.TEXT,
                                 at=rfc3339(self.deps.clock.now()), data={"delta": delta})])
 
-    async def commit_record(self) -> None:
-        """Persist the runtime record (after its registry was replaced)."""
-        await self.commit(Change(runtime=True))
+    async def commit_record(self, before: Mapping[str, AgentDef] | None = None,
+                            before_llm: LlmConfig | None = None) -> None:
+        """Persist the runtime record (after its registry was replaced), with a ``reattach`` event
+        on every suspended handle the new registry changed the definition of (docs/protocol.md §11)."""
+        change = Change(runtime=True)
+        if before is not None and before_llm is not None:
+            drift.reattach_events(self, before, before_llm, change)
+        await self.commit(change)
 
     # ------------------------------------------------------------------ turns
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..model import EventType, HandleState, Request, Status
-from . import links, notes
+from . import drift, links, notes
 from .change import Change
 from .checkpoint import Step
 from .handle import Handle
@@ -38,6 +38,7 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
         request, entry = rt.requests.open(with_ttl(rt, _with_path(h, request)), h.id)
         if rt.deps.answer_base and links.asks_for_link(rt, h, step.calls[idx].name):
             request = _linked(rt, h, request, entry, change)
+    drift.record(rt, h, step.calls[idx].name if is_leaf else "")
     h.state = HandleState.SUSPENDED
     h.pending = request
     h.suspended_at = rt.deps.clock.now()

@@ -72,6 +72,21 @@ export function snapshotFromPb(m) {
       totalTokens: usage.total_tokens ?? 0,
     },
     depth: m.depth,
+    definitionChanged: (m.definition_changed ?? []).map(definitionChangeFromPb),
+  };
+}
+
+/** What changed, since a handle suspended, in what its answer will be fed to. */
+export function definitionChangeFromPb(c) {
+  return {
+    part: c.part,
+    name: c.name,
+    change: c.change,
+    summary: c.summary,
+    refusesResume: Boolean(c.refuses_resume),
+    added: [...(c.added ?? [])],
+    removed: [...(c.removed ?? [])],
+    retyped: [...(c.retyped ?? [])],
   };
 }
 

@@ -103,6 +103,25 @@ export interface HandleSnapshot {
   taskKey: string;
   usage: Usage;
   depth: number;
+  /** What changed since the handle suspended in what its answer will be fed to (empty otherwise). */
+  definitionChanged: DefinitionChange[];
+}
+
+/**
+ * One difference between the definition a suspended step recorded and the registry now: `part`
+ * "tool" (`change` "removed" or "schema", with the properties added / removed / retyped), "soul"
+ * or "model" (`change` "changed"). `refusesResume`: resume refuses it without
+ * `acceptChangedDefinition`.
+ */
+export interface DefinitionChange {
+  part: 'tool' | 'soul' | 'model' | string;
+  name: string;
+  change: 'removed' | 'schema' | 'changed' | string;
+  summary: string;
+  refusesResume: boolean;
+  added: string[];
+  removed: string[];
+  retyped: string[];
 }
 
 /** One entry of a runtime's event log (`seq` 0 on live-only `text` events). */
@@ -432,7 +451,8 @@ export declare class Runtime {
   /** The next result (or the last one of a settled handle); a `timeout` result after timeoutMs. */
   wait(handle: string, options?: number | { timeoutMs?: number | null }): Promise<TaskResult>;
   /** Answer a pending Request (routed by `answer.id`); resolves once the cascade settles. */
-  resume(answer: AnswerInit, options?: { handle?: string | null; noWait?: boolean }): Promise<ResumeResult>;
+  resume(answer: AnswerInit, options?: { handle?: string | null; noWait?: boolean;
+    acceptChangedDefinition?: boolean }): Promise<ResumeResult>;
   snapshot(handle: string): Promise<HandleSnapshot>;
   watch(options?: WatchOptions): EventStream;
   /** Append an inbox item for the handle's next wake. */

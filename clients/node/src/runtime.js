@@ -181,11 +181,13 @@ export class Runtime {
 
   /**
    * Answer a pending Request (routed by `answer.id`) and resolve once the cascade settles
-   * (with `noWait`, once the answer is durably accepted).
+   * (with `noWait`, once the answer is durably accepted). A suspended tool whose definition
+   * changed since it suspended (`snapshot(h).definitionChanged`) is refused with
+   * FailedPrecondition unless `acceptChangedDefinition` is set.
    */
-  async resume(answer, { handle = null, noWait = false } = {}) {
+  async resume(answer, { handle = null, noWait = false, acceptChangedDefinition = false } = {}) {
     const request = { runtime_id: this.id, answer: convert.answerToPb(toAnswer(answer)), handle: handle ?? '',
-      no_wait: noWait };
+      no_wait: noWait, accept_changed_definition: Boolean(acceptChangedDefinition) };
     return convert.resumeFromPb(await this.rpc('Resume', request));
   }
 

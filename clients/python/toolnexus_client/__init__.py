@@ -29,6 +29,7 @@ from ._dispatch import Resolver, Transport
 from ._types import (
     Answer,
     Context,
+    DefinitionChange,
     Event,
     HandleSnapshot,
     HandleState,
@@ -68,7 +69,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "DataLoss",
-    "DeadlineExceeded", "Event", "EventStream", "Execute", "FailedPrecondition", "HandleSnapshot",
+    "DeadlineExceeded", "DefinitionChange", "Event", "EventStream", "Execute", "FailedPrecondition",
+    "HandleSnapshot",
     "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InterruptResult", "InvalidArgument", "Llm",
     "NotFound", "OutOfRange", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
     "ResourceExhausted", "ResumeResult",

@@ -91,9 +91,10 @@ def wait_request(runtime_id: str, handle: str, timeout: float | None) -> tuple[p
 
 
 def resume_request(runtime_id: str, answer: Answer | Mapping[str, Any], handle: str | None,
-                   no_wait: bool) -> pb.ResumeRequest:
+                   no_wait: bool, accept_changed_definition: bool = False) -> pb.ResumeRequest:
     return pb.ResumeRequest(runtime_id=runtime_id, answer=convert.answer_to_pb(Answer.of(answer)),
-                            handle=handle or "", no_wait=no_wait)
+                            handle=handle or "", no_wait=no_wait,
+                            accept_changed_definition=accept_changed_definition)
 
 
 def watch_request(runtime_id: str, after_seq: int, types: Iterable[str] | None,

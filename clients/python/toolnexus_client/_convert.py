@@ -21,6 +21,7 @@ from ._types import (
     JSON,
     Answer,
     Context,
+    DefinitionChange,
     Event,
     HandleSnapshot,
     InboxItem,
@@ -116,7 +117,15 @@ def snapshot_from_pb(message: pb.HandleSnapshot) -> HandleSnapshot:
         children=tuple(message.children), last_result=_optional_result(message, "last_result"),
         usage_total=message.usage_total, turns_total=message.turns_total,
         pending=_optional_request(message, "pending"), inbox=inbox, task_key=message.task_key,
-        usage=usage, depth=message.depth, usage_estimated=message.usage_estimated)
+        usage=usage, depth=message.depth, usage_estimated=message.usage_estimated,
+        definition_changed=tuple(definition_change_from_pb(c) for c in message.definition_changed))
+
+
+def definition_change_from_pb(message: pb.DefinitionChange) -> DefinitionChange:
+    return DefinitionChange(part=message.part, name=message.name, change=message.change,
+                            summary=message.summary, refuses_resume=message.refuses_resume,
+                            added=tuple(message.added), removed=tuple(message.removed),
+                            retyped=tuple(message.retyped))
 
 
 def event_from_pb(message: pb.Event) -> Event:

@@ -154,6 +154,23 @@ class InboxItem:
 
 
 @dataclass(frozen=True)
+class DefinitionChange:
+    """What changed, since a handle suspended, in what its answer will be fed to: ``part`` "tool"
+    (``change`` "removed" or "schema", with the ``added``/``removed``/``retyped`` properties),
+    "soul" or "model" (``change`` "changed"). ``refuses_resume``: Resume refuses it unless called
+    with ``accept_changed_definition=True``."""
+
+    part: str
+    name: str
+    change: str
+    summary: str
+    refuses_resume: bool = False
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    retyped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HandleSnapshot:
     """A read-only view of one handle; ``usage_total``/``turns_total`` include its subtree and only grow."""
 
@@ -171,6 +188,7 @@ class HandleSnapshot:
     usage: Usage = field(default_factory=Usage)
     depth: int = 0
     usage_estimated: bool = False
+    definition_changed: tuple[DefinitionChange, ...] = ()
 
 
 @dataclass(frozen=True)

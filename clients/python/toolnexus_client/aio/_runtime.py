@@ -96,9 +96,12 @@ class Runtime:
         return convert.task_result_from_pb(await self._rpc(self._stub.Wait, request, deadline))
 
     async def resume(self, answer: Answer | Mapping[str, Any], handle: str | None = None,
-                     no_wait: bool = False) -> ResumeResult:
-        """Answer a pending Request (routed by ``answer.id``) and wait for the cascade to settle."""
-        request = common.resume_request(self.id, answer, handle, no_wait)
+                     no_wait: bool = False, accept_changed_definition: bool = False) -> ResumeResult:
+        """Answer a pending Request (routed by ``answer.id``) and wait for the cascade to settle.
+
+        A suspended tool whose definition changed since it suspended (``snapshot(h).definition_changed``)
+        is refused with FailedPrecondition unless ``accept_changed_definition`` is set."""
+        request = common.resume_request(self.id, answer, handle, no_wait, accept_changed_definition)
         return convert.resume_from_pb(await self._rpc(self._stub.Resume, request))
 
     async def snapshot(self, handle: str) -> HandleSnapshot:
