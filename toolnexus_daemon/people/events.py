@@ -53,12 +53,14 @@ def _pump(stream: Any, inbox: queue.Queue[Any]) -> None:
 
 
 def _line(e: pb.Event, as_json: bool) -> str:
-    """One event: a JSON object per line for scripts (``jq`` reads a stream of them), else text."""
+    """One event: a JSON object per line for scripts (``jq`` reads a stream of them), else
+    ``seq  time  handle  type  what happened``."""
     if as_json:
         return json.dumps(render.to_json(e), ensure_ascii=False)
-    move = f"{e.from_state}→{e.to_state}" if e.from_state or e.to_state else ""
-    extra = f"{e.pending.kind} {e.pending.id}" if e.HasField("pending") else ""
-    if e.HasField("result"):
-        extra = f"{e.result.status}" + (f" \"{render.clip(e.result.text, 40)}\"" if e.result.text else "")
-    parts = (f"{e.seq:>5}", e.at or "-", e.type, e.handle, move, extra, render.clip(e.note, 60))
-    return "  ".join(p for p in parts if p)
+    note = e.note.removeprefix(f"{e.handle}: ")
+    if e.HasField("pending") and e.type == "pending":
+        note = f"{e.pending.kind} {e.pending.id}: \"{render.clip(e.pending.prompt, 40)}\""
+    elif e.HasField("result") and e.type == "result":
+        note = e.result.status + (f" \"{render.clip(e.result.text, 50)}\"" if e.result.text else "")
+    clock = e.at[11:23] if len(e.at) >= 23 else (e.at or "-")
+    return "  ".join(p for p in (f"{e.seq:>5}", clock, e.handle or "-", e.type, render.clip(note, 80)) if p)
