@@ -11,7 +11,8 @@ from .conftest import FIXED_ID, FIXED_PATH, Daemon, authed, needs_list_pending, 
 
 def _answers_seen(model: ScriptedModelServer) -> list[dict[str, object]]:
     """The answers the fixed-id webhook tool was called with."""
-    return [r.json()["answer"] for r in model.received if r.path == FIXED_PATH and (r.json() or {}).get("answer")]
+    bodies = [r.json() or {} for r in model.received if r.path == FIXED_PATH]
+    return [b["answer"] for b in bodies if b.get("answer")]
 
 
 def test_approve_with_runtime_finishes_the_handle(daemon: Daemon, model: ScriptedModelServer) -> None:
@@ -24,11 +25,12 @@ def test_approve_with_runtime_finishes_the_handle(daemon: Daemon, model: Scripte
     assert (snap.state, snap.last_result.text) == ("idle", "action performed")
 
 
-def test_decline_with_a_reason_finishes_the_handle_declined(daemon: Daemon, model: ScriptedModelServer) -> None:
+def test_decline_with_a_reason_finishes_the_handle_declined(daemon: Daemon,
+                                                            model: ScriptedModelServer) -> None:
     """A declined request is not run again: the model reads ``declined/expired: <prompt>`` and finishes."""
     rid, handle, request_id = suspend(daemon, model)
-    out = run_cli(*authed(daemon, "answer", request_id, "--decline", "--reason", "too risky", "--runtime", rid,
-                          "--json"))
+    out = run_cli(*authed(daemon, "answer", request_id, "--decline", "--reason", "too risky",
+                          "--runtime", rid, "--json"))
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
     assert (reply["runtime_id"], reply["handle"], reply["duplicate"]) == (rid, handle, False)
@@ -65,8 +67,9 @@ def test_unknown_request_in_a_runtime_exits_3(daemon: Daemon, model: ScriptedMod
 
 def test_bad_data_is_a_usage_error_naming_the_problem(daemon: Daemon, model: ScriptedModelServer) -> None:
     rid, handle, request_id = suspend(daemon, model)
-    not_json = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid, "--data", "{oops"))
-    not_object = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid, "--data", "[1]"))
+    base = ("answer", request_id, "--approve", "--runtime", rid, "--data")
+    not_json = run_cli(*authed(daemon, *base, "{oops"))
+    not_object = run_cli(*authed(daemon, *base, "[1]"))
     assert (not_json.returncode, not_object.returncode) == (2, 2)
     assert "--data is not valid JSON" in not_json.stderr and "line 1 column 2" in not_json.stderr
     assert "--data must be a JSON object" in not_object.stderr and "list" in not_object.stderr
@@ -97,7 +100,8 @@ def test_answer_of_an_unknown_request_exits_3(daemon: Daemon) -> None:
 
 
 @needs_list_pending
-def test_answer_of_an_id_open_in_two_runtimes_is_ambiguous(daemon: Daemon, model: ScriptedModelServer) -> None:
+def test_answer_of_an_id_open_in_two_runtimes_is_ambiguous(daemon: Daemon,
+                                                           model: ScriptedModelServer) -> None:
     first, h1, rq = suspend(daemon, model, fixed=True)
     second, h2, _ = suspend(daemon, model, fixed=True)
     out = run_cli(*authed(daemon, "answer", rq, "--approve"))

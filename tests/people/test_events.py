@@ -45,7 +45,8 @@ def test_events_follow_prints_a_new_event_until_stopped(daemon: Daemon, model: S
     """--follow keeps the stream open: a post made after it started shows up, and Ctrl-C ends it (exit 0)."""
     new = pb.NewRequest(agents=[pb.AgentDef(name="a", does="d")], llm=openai_llm(model.url))
     rid = daemon.stub.New(new, metadata=daemon.md, timeout=10).runtime_id
-    handle = daemon.stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="a"), metadata=daemon.md, timeout=10).handle
+    spawn = pb.SpawnRequest(runtime_id=rid, agent="a")
+    handle = daemon.stub.Spawn(spawn, metadata=daemon.md, timeout=10).handle
     args = [sys.executable, "-m", "toolnexus_daemon", *authed(daemon, "events", rid, "--follow")]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
     lines: queue.Queue[str] = queue.Queue()
