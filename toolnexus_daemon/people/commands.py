@@ -8,6 +8,7 @@ translation of ``CliError`` and Ctrl-C into exit codes and one line on stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
@@ -81,7 +82,9 @@ def main(name: str, argv: Sequence[str], env: Mapping[str, str]) -> int:
     except KeyboardInterrupt:
         return Exit.OK if name == "events" else Exit.ERROR
     except BrokenPipeError:
-        return Exit.OK  # `| head`: the reader has what it wanted
+        # `| head`: the reader has what it wanted; point stdout at nothing so the exit flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
     finally:
         conn.close()
 

@@ -4,7 +4,10 @@
 between the two, so without ``--follow`` the command stops once the stream has
 been quiet for ``--idle`` seconds (the replay is sent at once, so a quiet
 stream means it is done); with ``--follow`` it runs until interrupted
-(Ctrl-C ends it with exit 0) or the daemon ends the stream.
+(Ctrl-C ends it with exit 0). A followed stream the daemon ends with
+UNAVAILABLE (a restart, a runtime moving in a cluster) is opened again after
+the last seq printed, with backoff, as the clients do: nothing is missed or
+printed twice; after ``REOPEN_ATTEMPTS`` failures in a row it exits 4.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import queue
+import sys
 import threading
+import time
 from typing import Any
 
 from ..api._gen import runtime_pb2 as pb
@@ -21,14 +26,13 @@ from .connect import Connection
 from .exitcodes import CliError, Exit
 
 _END = object()
+REOPEN_ATTEMPTS = 30
+REOPEN_FIRST_S, REOPEN_MAX_S = 0.1, 2.0
 
 
 def events(conn: Connection, ns: argparse.Namespace) -> int:
-    request = pb.WatchRequest(runtime_id=ns.runtime, after_seq=ns.after, types=ns.type or [],
-                              handle=ns.handle or "")
-    stream = conn.stream(conn.stub.Watch, request)
     inbox: queue.Queue[Any] = queue.Queue()
-    threading.Thread(target=_pump, args=(stream, inbox), daemon=True).start()
+    threading.Thread(target=_pump, args=(conn, ns, inbox), daemon=True).start()
     idle = None if ns.follow else ns.idle
     while True:
         try:
@@ -42,13 +46,27 @@ def events(conn: Connection, ns: argparse.Namespace) -> int:
         print(_line(item, ns.json), flush=True)
 
 
-def _pump(stream: Any, inbox: queue.Queue[Any]) -> None:
-    """Reads the stream on its own thread so the main one can stop on a quiet stream or Ctrl-C."""
-    try:
-        for event in stream:
-            inbox.put(event)
-    except CliError as err:
-        inbox.put(err)
+def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any]) -> None:
+    """Reads the stream on its own thread so the main one can stop on a quiet stream or Ctrl-C;
+    when following, reopens it after UNAVAILABLE from the last seq seen."""
+    last, failures = ns.after, 0
+    while True:
+        request = pb.WatchRequest(runtime_id=ns.runtime, after_seq=last, types=ns.type or [],
+                                  handle=ns.handle or "")
+        try:
+            for event in conn.stream(conn.stub.Watch, request):
+                last, failures = event.seq or last, 0
+                inbox.put(event)
+        except CliError as err:
+            if not (ns.follow and err.code == Exit.UNREACHABLE and failures < REOPEN_ATTEMPTS):
+                inbox.put(err)
+                break
+            print(f"toolnexus-daemon events: {err.message}; watching again after seq {last}",
+                  file=sys.stderr, flush=True)
+            time.sleep(min(REOPEN_MAX_S, REOPEN_FIRST_S * 2 ** failures))
+            failures += 1
+            continue
+        break
     inbox.put(_END)
 
 
