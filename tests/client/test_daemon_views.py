@@ -88,7 +88,7 @@ def served() -> Iterator[tuple[PendingServer, str]]:
 
 def test_list_pending_sends_the_filters_and_returns_typed_items(served: tuple[PendingServer, str]) -> None:
     server, target = served
-    with Daemon(target, token="tok", runtime_key=["k1", "k2"]) as d:
+    with Daemon(target, token="tok", runtime_key="k1") as d:
         page = d.list_pending(runtime_id="rt-1", kind="approval", min_age_ms=5, max_age_ms=9, page_size=2)
     assert page.next_page_token == "2"
     assert page.items[0] == PendingItem(request=Request(id="req-0", kind="approval", prompt="ok 0?"),
@@ -100,7 +100,7 @@ def test_list_pending_sends_the_filters_and_returns_typed_items(served: tuple[Pe
         "rt-1", "approval", 5, 9, 2)
     md = server.metadata[0]
     assert ("authorization", "Bearer tok") in md
-    assert [v for k, v in md if k == "x-toolnexus-runtime-key"] == ["k1", "k2"]
+    assert [v for k, v in md if k == "x-toolnexus-runtime-key"] == ["k1"]
 
 
 def test_iter_pending_walks_every_page(served: tuple[PendingServer, str]) -> None:

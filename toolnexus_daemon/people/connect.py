@@ -29,8 +29,9 @@ def add_connection_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> 
                    help="host:port or unix:/path (env TOOLNEXUS_TARGET; default %(default)s)")
     g.add_argument("--token-file", type=Path, default=None, metavar="PATH",
                    help="file holding the daemon's bearer token (default: env TOOLNEXUS_TOKEN)")
-    g.add_argument("--runtime-key", action="append", default=None, metavar="KEY",
-                   help="key of a runtime created with one; repeat for several (env TOOLNEXUS_RUNTIME_KEY)")
+    g.add_argument("--runtime-key", default=env.get("TOOLNEXUS_RUNTIME_KEY", "").strip(), metavar="KEY",
+                   help="the key of a runtime created with one (env TOOLNEXUS_RUNTIME_KEY); the daemon "
+                        "takes one key per call: holding several, run the command once with each")
     g.add_argument("--tls-ca", type=Path, default=None, metavar="PEM", help="dial with TLS, trusting this CA")
     g.add_argument("--tls-cert", type=Path, default=None, metavar="PEM", help="client certificate (mTLS)")
     g.add_argument("--tls-key", type=Path, default=None, metavar="PEM", help="client key (mTLS)")
@@ -72,9 +73,8 @@ class Connection:
 
 def _metadata(ns: argparse.Namespace, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     token = _read_token(ns.token_file) if ns.token_file else env.get("TOOLNEXUS_TOKEN", "").strip()
-    keys = ns.runtime_key or [k for k in [env.get("TOOLNEXUS_RUNTIME_KEY", "").strip()] if k]
     pairs = [("authorization", f"Bearer {token}")] if token else []
-    return tuple(pairs + [(RUNTIME_KEY_HEADER, k) for k in keys])
+    return tuple(pairs + ([(RUNTIME_KEY_HEADER, ns.runtime_key)] if ns.runtime_key else []))
 
 
 def _read_token(path: Path) -> str:

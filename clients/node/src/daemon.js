@@ -4,7 +4,8 @@
 // lists the open suspensions across runtimes (`listPending`, paged, or `iterPending` over every
 // page), the runtimes (`listRuntimes` / `iterRuntimes`), follows the suspensions live
 // (`watchPending`) and answers one (`resume`) once it knows where it waits. Runtimes protected
-// by a key are shown only when their key is passed (`runtimeKey`, one or an array). `target` and
+// by a key are shown only when their key is passed (`runtimeKey`: one key per call, so a caller
+// holding several makes one Daemon per key). `target` and
 // `token` default to TOOLNEXUS_TARGET / TOOLNEXUS_TOKEN, as Runtime.new does. `close()` ends every
 // call and stream it opened so the process can exit.
 import grpc from '@grpc/grpc-js';
@@ -22,8 +23,7 @@ const MAX_PAGES = 100_000;
 function metadataOf(token, runtimeKey) {
   const md = new grpc.Metadata();
   if (token) md.set('authorization', `Bearer ${token}`);
-  const keys = Array.isArray(runtimeKey) ? runtimeKey : [runtimeKey];
-  for (const key of keys) if (key) md.add(RUNTIME_KEY_HEADER, key);
+  if (runtimeKey) md.set(RUNTIME_KEY_HEADER, runtimeKey);
   return md;
 }
 

@@ -504,8 +504,8 @@ export interface DaemonOptions {
   target?: string | null;
   /** Default $TOOLNEXUS_TOKEN. */
   token?: string | null;
-  /** Keys of keyed runtimes to see (sent as x-toolnexus-runtime-key). */
-  runtimeKey?: string | string[] | null;
+  /** The key of the keyed runtimes to see (x-toolnexus-runtime-key; one key per call). */
+  runtimeKey?: string | null;
   credentials?: ChannelCredentials | null;
   channelOptions?: ChannelOptions;
 }

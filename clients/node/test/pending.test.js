@@ -71,7 +71,7 @@ describe('Daemon against a scripted server', () => {
   after(() => server?.forceShutdown());
 
   it('listPending sends the filters and metadata, returns camelCase items and the next token', async () => {
-    const d = new Daemon({ target, token: 'tok', runtimeKey: ['k1', 'k2'] });
+    const d = new Daemon({ target, token: 'tok', runtimeKey: 'k1' });
     try {
       const page = await d.listPending({ runtimeId: 'rt-1', kind: 'approval', minAgeMs: 5, maxAgeMs: 9, pageSize: 2 });
       assert.equal(page.nextPageToken, '2');
@@ -85,8 +85,7 @@ describe('Daemon against a scripted server', () => {
       assert.deepEqual([sent.runtime_id, sent.kind, Number(sent.min_age_ms), Number(sent.max_age_ms), sent.page_size],
         ['rt-1', 'approval', 5, 9, 2]);
       assert.equal(seen.metadata.at(-1).authorization, 'Bearer tok');
-      // grpc-js sends repeated ASCII metadata as one header joined with ", " (HTTP/2 semantics)
-      assert.deepEqual(seen.keys.flatMap((k) => k.split(/,\s*/)), ['k1', 'k2']);
+      assert.deepEqual(seen.keys, ['k1']);
     } finally {
       d.close();
     }

@@ -5,7 +5,8 @@ hand: ``Daemon`` lists the open suspensions across runtimes (``list_pending``,
 paged, or ``iter_pending`` over every page), the runtimes (``list_runtimes``),
 follows the suspensions live (``watch_pending``) and answers one
 (``resume``) once it knows where it waits. Runtimes protected by a key are
-shown only when their key is passed (``runtime_key``, one or several).
+shown only when their key is passed (``runtime_key``; the daemon takes one key
+per call, so a caller holding several keys makes one ``Daemon`` per key).
 ``target``/``token`` default to ``$TOOLNEXUS_TARGET``/``$TOOLNEXUS_TOKEN`` as
 ``Runtime.new`` does.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -34,19 +35,11 @@ R = TypeVar("R")
 MAX_PAGES = 100_000
 
 
-def key_metadata(token: str | None, runtime_key: str | Sequence[str] | None) -> tuple[tuple[str, str], ...]:
-    """The bearer token and every runtime key presented (one metadata entry each)."""
-    keys = [runtime_key] if isinstance(runtime_key, str) else list(runtime_key or ())
-    pairs = list(common.call_metadata(token, None))
-    pairs += [(common.RUNTIME_KEY_HEADER, k) for k in keys if k]
-    return tuple(pairs)
-
-
 class Daemon:
     """A connection to a daemon for its daemon-wide views; close it (or use ``with``) when done."""
 
     def __init__(self, target: str | None = None, *, token: str | None = None,
-                 runtime_key: str | Sequence[str] | None = None,
+                 runtime_key: str | None = None,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
         resolved = common.resolve_target(target)
         self.target = resolved
@@ -54,7 +47,7 @@ class Daemon:
                          if credentials is not None
                          else grpc.insecure_channel(resolved, options=common.CHANNEL_OPTIONS))
         self._stub = pb_grpc.AgentRuntimeStub(self._channel)
-        self._metadata = key_metadata(common.resolve_token(token), runtime_key)
+        self._metadata = common.call_metadata(common.resolve_token(token), runtime_key)
         self._streams: weakref.WeakSet[PendingStream] = weakref.WeakSet()
         self._lock = threading.Lock()
 

@@ -57,7 +57,7 @@ export async function demo(target: string): Promise<string> {
 }
 
 export async function inbox(target: string): Promise<number> {
-  const d = new Daemon({ target, runtimeKey: ['k1'] });
+  const d = new Daemon({ target, runtimeKey: 'k1' });
   const page = await d.listPending({ kind: 'approval', pageSize: 10 });
   const first: PendingItem | undefined = page.items[0];
   let n = 0;

@@ -7,7 +7,7 @@ channel; requests and values are shared with it (``_pending``).
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -20,7 +20,7 @@ from .._gen import runtime_pb2 as pb
 from .._gen import runtime_pb2_grpc as pb_grpc
 from .._pending import PendingItem, PendingPage, RuntimePage, RuntimeSummary
 from .._types import Answer, Info, ResumeResult
-from ..daemon import MAX_PAGES, key_metadata
+from ..daemon import MAX_PAGES
 from ..errors import from_rpc_error
 from ._pending import PendingStream
 
@@ -31,7 +31,7 @@ class Daemon:
     """A connection to a daemon for its daemon-wide views; ``await close()`` (or ``async with``)."""
 
     def __init__(self, target: str | None = None, *, token: str | None = None,
-                 runtime_key: str | Sequence[str] | None = None,
+                 runtime_key: str | None = None,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
         resolved = common.resolve_target(target)
         self.target = resolved
@@ -39,7 +39,7 @@ class Daemon:
                          if credentials is not None
                          else grpc.aio.insecure_channel(resolved, options=common.CHANNEL_OPTIONS))
         self._stub = pb_grpc.AgentRuntimeStub(self._channel)
-        self._metadata = key_metadata(common.resolve_token(token), runtime_key)
+        self._metadata = common.call_metadata(common.resolve_token(token), runtime_key)
         self._streams: weakref.WeakSet[PendingStream] = weakref.WeakSet()
 
     async def list_pending(self, runtime_id: str | None = None, kind: str | None = None,
