@@ -52,3 +52,14 @@ def test_answered_requests_leave_the_list(daemon: Daemon, model: ScriptedModelSe
     assert run_cli(*authed(daemon, "answer", request_id, "--approve")).returncode == 0
     left = json.loads(run_cli(*authed(daemon, "pending", "--runtime", rid, "--json")).stdout)
     assert left == []
+
+
+def test_a_keyed_runtime_is_listed_only_with_its_key(daemon: Daemon, model: ScriptedModelServer) -> None:
+    rid, _, request_id = suspend(daemon, model, key="list-key")
+    hidden = json.loads(run_cli(*authed(daemon, "runtimes", "--json")).stdout)
+    shown = json.loads(run_cli(*authed(daemon, "runtimes", "--json", "--runtime-key", "list-key")).stdout)
+    assert rid not in {r["runtime_id"] for r in hidden}
+    [mine] = [r for r in shown if r["runtime_id"] == rid]
+    assert mine["keyed"] is True
+    table = run_cli(*authed(daemon, "pending", "--runtime-key", "list-key")).stdout
+    assert request_id in table and request_id not in run_cli(*authed(daemon, "pending")).stdout
