@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from toolnexus_devtools import ScriptedModelServer
+from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_devtools import Reply, ScriptedModelServer
 
 from .conftest import FIXED_ID, FIXED_PATH, Daemon, authed, needs_list_pending, run_cli, snapshot, suspend
 
@@ -111,3 +112,18 @@ def test_answer_of_an_id_open_in_two_runtimes_is_ambiguous(daemon: Daemon,
     chosen = run_cli(*authed(daemon, "answer", rq, "--approve", "--runtime", second))
     assert chosen.returncode == 0, chosen.stderr
     assert snapshot(daemon, second, h2).state == "idle"
+
+
+def test_an_answer_outlasting_the_timeout_says_it_may_have_been_accepted(
+        daemon: Daemon, model: ScriptedModelServer) -> None:
+    """Resume waits for the agent: past --timeout the command exits 4 but says the answer may stand."""
+    model.route(FIXED_PATH, lambda r: Reply(body={"output": "slow", "is_error": False}, delay=3.0)
+                if (r.json() or {}).get("answer") else
+                {"output": "", "is_error": False, "pending": {"id": FIXED_ID, "kind": "input", "prompt": "?"}})
+    rid, handle, request_id = suspend(daemon, model, fixed=True)
+    out = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid, "--timeout", "1"))
+    assert out.returncode == 4
+    assert "DEADLINE_EXCEEDED" in out.stderr and "may have been accepted" in out.stderr
+    done = daemon.stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=20_000), metadata=daemon.md,
+                            timeout=30)
+    assert (done.status, done.text) == ("done", "slow")

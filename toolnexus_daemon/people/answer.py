@@ -45,7 +45,13 @@ def answer(conn: Connection, ns: argparse.Namespace) -> int:
     if data is not None:
         reply_answer.data.CopyFrom(data)
     request = pb.ResumeRequest(runtime_id=runtime, answer=reply_answer, handle=handle, no_wait=ns.no_wait)
-    reply = conn.call(conn.stub.Resume, request)
+    try:
+        reply = conn.call(conn.stub.Resume, request)
+    except CliError as err:
+        if err.message.startswith("DEADLINE_EXCEEDED"):  # Resume waits for the agent to settle
+            raise CliError(err.code, f"{err.message}; the answer may have been accepted while the agent "
+                                     "was still working: see `inspect`, or answer with --no-wait") from err
+        raise
     if ns.json:
         print(render.dumps({"runtime_id": runtime, **render.to_json(reply)}), end="")
         return Exit.OK
