@@ -119,11 +119,12 @@ def test_an_answer_outlasting_the_timeout_says_it_may_have_been_accepted(
     """Resume waits for the agent: past --timeout the command exits 4 but says the answer may stand."""
     model.route(FIXED_PATH, lambda r: Reply(body={"output": "slow", "is_error": False}, delay=3.0)
                 if (r.json() or {}).get("answer") else
-                {"output": "", "is_error": False, "pending": {"id": FIXED_ID, "kind": "input", "prompt": "?"}})
+                {"output": "", "is_error": False,
+                 "pending": {"id": FIXED_ID, "kind": "input", "prompt": "?"}})
     rid, handle, request_id = suspend(daemon, model, fixed=True)
     out = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid, "--timeout", "1"))
     assert out.returncode == 4
     assert "DEADLINE_EXCEEDED" in out.stderr and "may have been accepted" in out.stderr
-    done = daemon.stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=20_000), metadata=daemon.md,
-                            timeout=30)
+    wait = pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=20_000)
+    done = daemon.stub.Wait(wait, metadata=daemon.md, timeout=30)
     assert (done.status, done.text) == ("done", "slow")
