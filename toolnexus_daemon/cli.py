@@ -1,4 +1,4 @@
-"""The ``toolnexus-daemon`` command: ``serve`` (the sidecar), ``health`` (its probe) and ``dev-model``.
+"""The ``toolnexus-daemon`` command: ``serve``, ``health``, ``dev-model`` and the commands for people.
 
 Only dispatches: flags are parsed by ``config`` (serve) and by the dev model
 server's own ``main``; imports are deferred so ``dev-model`` starts without
@@ -20,7 +20,15 @@ commands:
               toolnexus-daemon health --target unix:/run/toolnexus/daemon.sock)
   dev-model   serve the scripted OpenAI-compatible mock model and the demo approval webhook
               (toolnexus-daemon dev-model --listen 127.0.0.1:8099)
+
+commands for people (toolnexus-daemon COMMAND --help; --json for scripts; docs/cli.md):
+  runtimes    the runtimes, with handle counts by state and open requests
+  pending     the open requests waiting for an answer, oldest first
+  inspect     RUNTIME [HANDLE]: the handle tree with states, usage and what each waits on
+  answer      REQUEST_ID --approve|--decline [--reason R] [--data JSON]: answer an open request
+  events      RUNTIME [--follow] [--after N]: the runtime's event log
 """
+PEOPLE = ("runtimes", "pending", "inspect", "answer", "events")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return health_main(rest, os.environ)
     if command == "dev-model":
         return _dev_model(rest)
+    if command in PEOPLE:
+        from .people import main as people_main
+
+        return people_main(command, rest, os.environ)
     if command in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0

@@ -473,6 +473,93 @@ export declare class Runtime {
   detach(): void;
 }
 
+// ------------------------------------------------------------------ daemon-wide views (docs/protocol.md §10)
+
+export declare const PendingChangeType: Readonly<{ ADDED: 'ADDED'; REMOVED: 'REMOVED'; SYNCED: 'SYNCED' }>;
+
+/** One open suspension: the request, where it waits (leaf and top-level handle) and since when. */
+export interface PendingItem {
+  request: Request;
+  runtimeId: string;
+  handle: string;
+  topHandle: string;
+  /** RFC 3339: when the leaf suspended. */
+  createdAt: string;
+  expiresAt: string | null;
+  agent: string;
+}
+
+export interface PendingPage {
+  items: PendingItem[];
+  /** Empty on the last page. */
+  nextPageToken: string;
+}
+
+/** A runtime with its handle counts by state (root excluded) and open suspensions. */
+export interface RuntimeSummary {
+  runtimeId: string;
+  createdAt: string;
+  handles: Record<string, number>;
+  pending: number;
+  keyed: boolean;
+}
+
+export interface RuntimePage {
+  runtimes: RuntimeSummary[];
+  nextPageToken: string;
+}
+
+/** A WatchPending message; `item` null on SYNCED, `reason` set on REMOVED. */
+export interface PendingChange {
+  type: 'ADDED' | 'REMOVED' | 'SYNCED' | (string & {});
+  item: PendingItem | null;
+  /** REMOVED: answered, expired, cancelled or closed. */
+  reason: string;
+}
+
+export interface PendingFilters {
+  runtimeId?: string | null;
+  kind?: string | null;
+  minAgeMs?: number;
+  /** 0 = no limit. */
+  maxAgeMs?: number;
+  /** 0 = the daemon's default (100); at most 1000. */
+  pageSize?: number;
+}
+
+export interface DaemonOptions {
+  /** 'host:port' or 'unix:/path'; default $TOOLNEXUS_TARGET, else 127.0.0.1:50051. */
+  target?: string | null;
+  /** Default $TOOLNEXUS_TOKEN. */
+  token?: string | null;
+  /** The key of the keyed runtimes to see (x-toolnexus-runtime-key; one key per call). */
+  runtimeKey?: string | null;
+  credentials?: ChannelCredentials | null;
+  channelOptions?: ChannelOptions;
+}
+
+/** The open suspensions, then live changes; reopened from the full list after UNAVAILABLE. */
+export declare class PendingStream implements AsyncIterable<PendingChange> {
+  [Symbol.asyncIterator](): AsyncGenerator<PendingChange, void, undefined>;
+  /** How many times the stream was reopened (each reopening starts with the full list). */
+  readonly reopened: number;
+  cancel(): void;
+}
+
+/** The calls about a whole daemon: open suspensions and runtimes across runtimes. */
+export declare class Daemon {
+  constructor(options?: DaemonOptions);
+  readonly target: string;
+  listPending(options?: PendingFilters & { pageToken?: string }): Promise<PendingPage>;
+  iterPending(options?: PendingFilters): AsyncGenerator<PendingItem, void, undefined>;
+  listRuntimes(options?: { pageSize?: number; pageToken?: string }): Promise<RuntimePage>;
+  iterRuntimes(options?: { pageSize?: number }): AsyncGenerator<RuntimeSummary, void, undefined>;
+  watchPending(options?: { runtimeId?: string | null; kind?: string | null; signal?: AbortSignal | null }): PendingStream;
+  resume(runtimeId: string, answer: AnswerInit, options?: { handle?: string | null; noWait?: boolean }): Promise<ResumeResult>;
+  /** End every call and stream this object opened and close the channel. */
+  close(): void;
+}
+
 // ------------------------------------------------------------------ errors
 
 /** A failed daemon call: `code` a gRPC status name, `status` its number, `message` the daemon's details. */

@@ -13,11 +13,16 @@
 //   await rt.resume({ id: r.pending.id, ok: true });
 //   (await rt.snapshot(h)).lastResult.text;       // 'action performed'
 //
+// `Daemon` lists and watches the open suspensions across runtimes (listPending, watchPending,
+// listRuntimes; docs/protocol.md §10).
+//
 // See README.md for the whole API.
 export { Runtime, DEFAULT_TARGET, RUNTIME_KEY_HEADER } from './runtime.js';
 export { AgentSpec, Registry, Tool, agent, registry, tool } from './defs.js';
 export { HandleState, Status, ToolResult, toAnswer, toRequest, toToolResult } from './types.js';
 export { EventStream } from './watch.js';
+export { Daemon } from './daemon.js';
+export { PendingChangeType, PendingStream } from './pending.js';
 export { toStruct, fromStruct } from './struct.js';
 export { loadContract, protoDir } from './proto.js';
 export {

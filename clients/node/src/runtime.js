@@ -26,7 +26,7 @@ import { WorkerStream } from './worker.js';
 export const DEFAULT_TARGET = '127.0.0.1:50051';
 export const RUNTIME_KEY_HEADER = 'x-toolnexus-runtime-key';
 // grpc's own reconnect backoff grows to minutes; a sidecar that restarts should be found again quickly
-const CHANNEL_OPTIONS = Object.freeze({
+export const CHANNEL_OPTIONS = Object.freeze({
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.min_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 2000,
@@ -66,12 +66,12 @@ function resolveLlm(llm, transport) {
 
 // The generated client also gets camelCase aliases of the RPCs (`close` for Close, `wait` for
 // Wait, ...), which shadow grpc.Client's own close(): always close the channel through Client.
-const closeClient = (client) => grpc.Client.prototype.close.call(client);
+export const closeClient = (client) => grpc.Client.prototype.close.call(client);
 
 const workerId = () => `node-${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
 
 /** One unary RPC as a promise; with `calls`, tracked so that detach() cancels it. */
-function unary(client, method, request, metadata, deadlineMs, calls = null) {
+export function unary(client, method, request, metadata, deadlineMs, calls = null) {
   return new Promise((resolve, reject) => {
     calls?.ensureOpen();
     const options = deadlineMs ? { deadline: Date.now() + deadlineMs } : {};
@@ -86,7 +86,7 @@ function unary(client, method, request, metadata, deadlineMs, calls = null) {
 }
 
 /** `value` if given, else the environment variable `name` (trimmed) if set, else `fallback`. */
-function fromEnv(value, name, fallback) {
+export function fromEnv(value, name, fallback) {
   if (value !== undefined && value !== null) return value;
   const env = (process.env[name] ?? '').trim();
   return env || fallback;

@@ -21,11 +21,16 @@ background thread::
     rt.resume({"id": result.pending.id, "ok": True})
     rt.snapshot(h).last_result.text         # "action performed"
 
+``Daemon`` lists and watches the open suspensions across runtimes (``list_pending``,
+``watch_pending``, ``list_runtimes``; docs/protocol.md §10).
+
 See clients/python/README.md for the full API and its conventions.
 """
 
 from ._defs import AgentSpec, Budget, Execute, HttpSpec, Llm, Registry, Tool, agent, registry
 from ._dispatch import Resolver, Transport
+from ._pending import PendingChange, PendingChangeType, PendingItem, PendingPage, RuntimePage, RuntimeSummary
+from ._pending_watch import PendingStream
 from ._types import (
     Answer,
     Context,
@@ -45,6 +50,7 @@ from ._types import (
     Usage,
 )
 from ._watch import EventStream
+from .daemon import Daemon
 from .errors import (
     Aborted,
     AlreadyExists,
@@ -68,12 +74,13 @@ from .runtime import Runtime
 __version__ = "0.1.0"
 
 __all__ = [
-    "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "DataLoss",
+    "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "Daemon", "DataLoss",
     "DeadlineExceeded", "DefinitionChange", "Event", "EventStream", "Execute", "FailedPrecondition",
     "HandleSnapshot",
     "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InterruptResult", "InvalidArgument", "Llm",
-    "NotFound", "OutOfRange", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
-    "ResourceExhausted", "ResumeResult",
-    "Runtime", "Status", "TaskResult", "Tool", "ToolResult", "ToolnexusError", "Transport", "Unauthenticated",
+    "NotFound", "OutOfRange", "PendingChange", "PendingChangeType", "PendingItem", "PendingPage",
+    "PendingStream", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
+    "ResourceExhausted", "ResumeResult", "Runtime", "RuntimePage", "RuntimeSummary", "Status", "TaskResult",
+    "Tool", "ToolResult", "ToolnexusError", "Transport", "Unauthenticated",
     "Unavailable", "Unimplemented", "Usage", "agent", "registry",
 ]

@@ -2,7 +2,7 @@
 // src/index.d.ts describe the API the way an application uses it.
 import {
   type Context, type Event, type HandleSnapshot, type InterruptResult, type PostResult, type TaskResult, type Transport,
-  NotFound, Runtime, Status, Tool, ToolResult, ToolnexusError, agent, registry, tool,
+  Daemon, type PendingChange, type PendingItem, NotFound, Runtime, Status, Tool, ToolResult, ToolnexusError, agent, registry, tool,
 } from 'toolnexus-client';
 
 const secretAction = tool('secret_action', async (_args: Record<string, never>, ctx: Context) =>
@@ -54,4 +54,19 @@ export async function demo(target: string): Promise<string> {
   void [place, cancelled, stopped.fromState, stopped.inboxRestored];
   await rt.shutdown({ purge: false });
   return `${queued} ${total} ${snap.lastResult?.text ?? ''}`;
+}
+
+export async function inbox(target: string): Promise<number> {
+  const d = new Daemon({ target, runtimeKey: 'k1' });
+  const page = await d.listPending({ kind: 'approval', pageSize: 10 });
+  const first: PendingItem | undefined = page.items[0];
+  let n = 0;
+  for await (const item of d.iterPending({ runtimeId: first?.runtimeId ?? null })) n += item.request.prompt.length;
+  for await (const change of d.watchPending()) {
+    const c: PendingChange = change;
+    if (c.type === 'SYNCED') break;
+  }
+  const counts: Record<string, number> = (await d.listRuntimes()).runtimes[0]?.handles ?? {};
+  d.close();
+  return n + Object.keys(counts).length;
 }

@@ -21,11 +21,14 @@ The same verbs as the blocking ``toolnexus_client.Runtime``, as coroutines;
         result = await rt.wait(h)           # status "pending"
         await rt.resume({"id": result.pending.id, "ok": True})
 
+``Daemon`` lists and watches the open suspensions across runtimes (docs/protocol.md §10).
 Values, declarations and errors are those of ``toolnexus_client``.
 """
 
+from ._daemon import Daemon
 from ._dispatch import AsyncResolver, AsyncTransport
+from ._pending import PendingStream
 from ._runtime import Runtime
 from ._watch import EventStream
 
-__all__ = ["AsyncResolver", "AsyncTransport", "EventStream", "Runtime"]
+__all__ = ["AsyncResolver", "AsyncTransport", "Daemon", "EventStream", "PendingStream", "Runtime"]

@@ -1,0 +1,58 @@
+"""The exit codes of the people commands, which scripts can rely on, and the one error they raise.
+
+A failed gRPC call is translated here, once, into a code that says what a
+script can do about it: retry later (unreachable), fix its credentials
+(unauthenticated, not allowed), or look again (not found, ambiguous).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import grpc
+
+
+class Exit(IntEnum):
+    """Documented in ``toolnexus-daemon COMMAND --help`` and docs/cli.md; never renumbered."""
+
+    OK = 0
+    ERROR = 1  # the daemon refused the call, or anything not listed below
+    USAGE = 2  # the command line itself is wrong (unknown flag, bad --data JSON, ...)
+    NOT_FOUND = 3  # no such runtime, handle or open request
+    UNREACHABLE = 4  # no daemon answered at the target (down, wrong address, shutting down, timed out)
+    UNAUTHENTICATED = 5  # missing or wrong bearer token
+    NOT_ALLOWED = 6  # missing or wrong runtime key
+    AMBIGUOUS = 7  # the request id is open in several places: name one with --runtime / --handle
+
+
+EXIT_HELP = """exit codes:
+  0  ok                1  error (the daemon refused the call)      2  usage (bad flags or --data)
+  3  not found         4  daemon unreachable (or timed out)         5  unauthenticated (token)
+  6  not allowed (runtime key)                 7  ambiguous request id (add --runtime / --handle)
+"""
+
+_BY_STATUS = {
+    grpc.StatusCode.NOT_FOUND: Exit.NOT_FOUND,
+    grpc.StatusCode.UNAVAILABLE: Exit.UNREACHABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Exit.UNREACHABLE,
+    grpc.StatusCode.UNAUTHENTICATED: Exit.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED: Exit.NOT_ALLOWED,
+}
+
+
+class CliError(Exception):
+    """Ends a command with ``code`` after printing ``message`` to stderr."""
+
+    def __init__(self, code: Exit, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def from_rpc_error(err: grpc.RpcError, target: str) -> CliError:
+    """The CliError of a failed call: its exit code by status, the daemon's own words as message."""
+    code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = (err.details() if isinstance(err, grpc.Call) else None) or str(err)
+    if code is grpc.StatusCode.UNAVAILABLE:
+        details = f"no daemon answered at {target}: {details}"
+    return CliError(_BY_STATUS.get(code, Exit.ERROR), f"{code.name}: {details}")
