@@ -30,7 +30,7 @@ from . import peers
 from .common import log, summary
 from .tnx_aio import Daemon
 
-# one repetition of one variant: ``cycles`` cycles, per-phase seconds appended to ``phases``; seconds per cycle
+# one variant's ``n`` cycles: per-phase seconds appended to ``phases``; returns seconds per cycle
 Variant = Callable[[int, dict[str, list[float]]], list[float]]
 
 

@@ -55,7 +55,7 @@ class Profile:
 
 
 QUICK = Profile("quick", warmup=5, reps=3, cycles=20, peer_cycles=40, concurrent_cycles=64, floor_calls=200,
-                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=15, slow_handles=200, slow_rounds=3,
+                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=30, slow_handles=200, slow_rounds=3,
                 interleaved_reps=7)
 FULL = Profile("full", warmup=20, reps=5, cycles=60, peer_cycles=200, concurrent_cycles=320, floor_calls=1000,
                transition_secs=4.0, scale_levels=(10, 10_000, 100_000), scale_cycles=30, slow_handles=1000,
