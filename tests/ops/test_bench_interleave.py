@@ -43,7 +43,8 @@ def test_paired_ratio_holds_while_the_weather_drifts() -> None:
     calls: list[str] = []
     weather = [1.0]
     res = interleave.run({"slow": _scripted("slow", calls, weather, 2.0, per_round=2),
-                          "fast": _scripted("fast", calls, weather, 1.0, per_round=2)}, warmup=1, reps=3, cycles=5)
+                          "fast": _scripted("fast", calls, weather, 1.0, per_round=2)},
+                         warmup=1, reps=3, cycles=5)
     ratio = interleave.paired_ratio(res, "slow", "fast")
     # both variants of a round see its weather, so each repetition's ratio is the true 2 although
     # the absolute figures grew several-fold over the run
@@ -64,9 +65,9 @@ def test_commit_probe_measures_synced_commits(tmp_path: Path) -> None:
 def _results(tcp_over_unix: float, tcp_over_blocking: float) -> dict[str, Any]:
     def r(x: float) -> dict[str, float]:
         return {"median": x, "min": x, "max": x, "n": 7}
-    return {"scenarios": {"s1": {"interleaved": {"reps": 7, "cycles_per_rep": 20, "tcp_over_unix": r(tcp_over_unix),
-                                                 "tcp_over_python_client_tcp": r(tcp_over_blocking),
-                                                 "commit_probe_ms": r(0.4)}}}}
+    paired = {"reps": 7, "cycles_per_rep": 20, "tcp_over_unix": r(tcp_over_unix),
+              "tcp_over_python_client_tcp": r(tcp_over_blocking), "commit_probe_ms": r(0.4)}
+    return {"scenarios": {"s1": {"interleaved": paired}}}
 
 
 def _verdicts(results: dict[str, Any]) -> dict[str, str]:
