@@ -102,16 +102,22 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+TRANSPORT_PAIRS = (
+    ("tcp_over_unix", "lean aio driver over TCP ≤ 1.2× over a unix socket"),
+    ("tcp_over_python_client_tcp", "lean aio driver over TCP ≤ 1.2× the blocking client over TCP"),
+    ("aio_client_tcp_over_unix", "shipped asyncio client over TCP ≤ 1.2× over a unix socket"),
+)
+
+
 def _transport_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 20: no transport-specific stall — the aio-over-TCP cycle beside the unix-socket one and the
-    blocking client's, as ratios within each interleaved repetition (bench/interleave.py)."""
+    """Issue 20: no transport-specific stall — the asyncio cycles over TCP beside the unix-socket ones and
+    the blocking client's, as ratios within each interleaved repetition (bench/interleave.py)."""
     il = _get(s, "s1", "interleaved") or {}
     probe = il.get("commit_probe_ms") or {}
-    others = (("unix", "aio over a unix socket"), ("python_client_tcp", "the blocking client over TCP"))
-    for other, label in others:
-        r = _get(il, f"tcp_over_{other}", "median")
-        rng = il.get(f"tcp_over_{other}") or {}
-        add(f"T1 aio cycle over TCP ≤ 1.2× {label} (paired)", r, "≤ 1.2", None if r is None else r <= 1.2,
+    for key, label in TRANSPORT_PAIRS:
+        rng = il.get(key) or {}
+        r = rng.get("median")
+        add(f"T1 {label} (paired)", r, "≤ 1.2", None if r is None else r <= 1.2,
             f"per-repetition ratios {rng.get('min')}–{rng.get('max')} over {il.get('reps')} interleaved "
             f"repetitions; synced-commit probe {probe.get('min')}–{probe.get('max')} ms")
 
@@ -174,6 +180,9 @@ def render(results: dict[str, Any], path: Path) -> str:
     row("1 cycle, sequential", "daemon, synced, unix socket", _get(s, "s1", "unix", "latency_ms"), "ms")
     row("1 cycle, sequential", "daemon, synced, TCP, shipped sync Python client",
         _get(s, "s1", "python_client_tcp", "latency_ms"), "ms")
+    for t in ("tcp", "unix"):
+        row("1 cycle, sequential", f"daemon, synced, {t}, shipped asyncio client (toolnexus_client.aio)",
+            _get(s, "s1", f"aio_client_{t}", "latency_ms"), "ms")
     row("2 cycle, 16 clients", "daemon, synced, TCP, 16 asyncio tasks", _get(s, "s2", "cycles_per_s"), "cycles/s")
     row("3 in-process peer", "reference toolnexus AgentRuntime (memory)",
         _get(s, "s3", "reference_toolnexus", "latency_ms"), "ms")
@@ -261,7 +270,8 @@ def _extras(s: dict[str, Any]) -> list[str]:
     if il:
         out.append(f"- Transports (s1, one daemon, {il['reps']} repetitions of {il['cycles_per_rep']} rounds, a round "
                    f"one cycle of each client in rotated order): aio TCP / aio unix {_ratio(il['tcp_over_unix'])}, "
-                   f"aio TCP / blocking TCP {_ratio(il['tcp_over_python_client_tcp'])}; synced-commit probe "
+                   f"aio TCP / blocking TCP {_ratio(il['tcp_over_python_client_tcp'])}, shipped asyncio client "
+                   f"TCP / unix {_ratio(il['aio_client_tcp_over_unix'])}; synced-commit probe "
                    f"{_ratio(il['commit_probe_ms'])} ms.")
     il5 = _get(s, "s5", "interleaved")
     if il5:

@@ -9,6 +9,7 @@ is the median over repetitions of (operations / elapsed seconds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import threading
@@ -55,8 +56,8 @@ class Profile:
 
 
 QUICK = Profile("quick", warmup=5, reps=3, cycles=20, peer_cycles=40, concurrent_cycles=64, floor_calls=200,
-                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=30, slow_handles=200, slow_rounds=3,
-                interleaved_reps=7)
+                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=30, slow_handles=200,
+                slow_rounds=3, interleaved_reps=7)
 FULL = Profile("full", warmup=20, reps=5, cycles=60, peer_cycles=200, concurrent_cycles=320, floor_calls=1000,
                transition_secs=4.0, scale_levels=(10, 10_000, 100_000), scale_cycles=30, slow_handles=1000,
                slow_rounds=3, interleaved_reps=9)
@@ -90,36 +91,43 @@ async def _daemon_cycles(d: Daemon, prof: Profile, reps: int | None = None,
 # ----------------------------------------------------------------------------- scenario 1
 
 
+S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client_unix")
+
+
 def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
-    """Cycle, one client, sequential, synced LMDB: aio over TCP, aio over a unix socket, the shipped
-    blocking client over TCP — on one daemon, interleaved repetition by repetition (bench/interleave.py)."""
+    """Cycle, one client, sequential, synced LMDB, on one daemon: the lean aio driver over TCP and over
+    a unix socket, the shipped blocking client over TCP and the shipped asyncio client over both —
+    interleaved cycle by cycle (bench/interleave.py), so a slow-disk window falls on all of them."""
     loop = asyncio.new_event_loop()
     probe = interleave.CommitProbe(base / "s1-probe")
     try:
-        with daemon(base, name="s1") as proc, interleave.blocking_variant(tcp_target(proc)) as blocking:
-            tcp = interleave.on_loop(loop, Daemon.connect(tcp_target(proc)))
-            unix = interleave.on_loop(loop, Daemon.connect(unix_target(proc)))
-            try:
-                res = interleave.run({"tcp": interleave.aio_variant(loop, tcp),
-                                      "unix": interleave.aio_variant(loop, unix),
-                                      "python_client_tcp": blocking},
-                                     warmup=prof.warmup, reps=prof.interleaved_reps, cycles=prof.cycles,
-                                     probe=probe, label="s1")
-            finally:
-                for d in (tcp, unix):
-                    interleave.on_loop(loop, d.close())
+        with contextlib.ExitStack() as stack:
+            proc = stack.enter_context(daemon(base, name="s1"))
+            lean = {t: interleave.on_loop(loop, Daemon.connect(target))
+                    for t, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc)))}
+            for d in lean.values():
+                stack.callback(interleave.on_loop, loop, d.close())
+            variants = {t: interleave.aio_variant(loop, d) for t, d in lean.items()}
+            blocking = interleave.blocking_variant(tcp_target(proc))
+            variants["python_client_tcp"] = stack.enter_context(blocking)
+            for t, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc))):
+                shipped = interleave.shipped_aio_variant(loop, target)
+                variants[f"aio_client_{t}"] = stack.enter_context(shipped)
+            res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps, cycles=prof.cycles,
+                                 probe=probe, label="s1")
             daemon_rss = mib(rss(proc.proc.pid))
     finally:
         probe.close()
         loop.close()
-    out: dict[str, Any] = {name: interleave.figure(res, name) for name in ("tcp", "unix", "python_client_tcp")}
+    out: dict[str, Any] = {name: interleave.figure(res, name) for name in S1_VARIANTS}
+    pairs = {"tcp_over_unix": ("tcp", "unix"), "tcp_over_python_client_tcp": ("tcp", "python_client_tcp"),
+             "aio_client_tcp_over_unix": ("aio_client_tcp", "aio_client_unix")}
     out["interleaved"] = {"reps": prof.interleaved_reps, "cycles_per_rep": prof.cycles,
-                          "tcp_over_unix": interleave.paired_ratio(res, "tcp", "unix"),
-                          "tcp_over_python_client_tcp": interleave.paired_ratio(res, "tcp", "python_client_tcp"),
+                          **{k: interleave.paired_ratio(res, a, b) for k, (a, b) in pairs.items()},
                           "commit_probe_ms": summary(res["commit_probe_ms"], 1.0, 3)}
     out["daemon_rss_mib"] = daemon_rss
-    log(f"s1: tcp {out['tcp']['latency_ms']}, unix {out['unix']['latency_ms']}, blocking "
-        f"{out['python_client_tcp']['latency_ms']}; tcp/unix {out['interleaved']['tcp_over_unix']}")
+    log("s1: " + ", ".join(f"{n} {out[n]['latency_ms']['median']}" for n in S1_VARIANTS)
+        + f"; tcp/unix {out['interleaved']['tcp_over_unix']}")
     return out
 
 

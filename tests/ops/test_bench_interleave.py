@@ -62,11 +62,12 @@ def test_commit_probe_measures_synced_commits(tmp_path: Path) -> None:
         probe.close()
 
 
-def _results(tcp_over_unix: float, tcp_over_blocking: float) -> dict[str, Any]:
+def _results(tcp_over_unix: float, tcp_over_blocking: float, shipped: float = 1.0) -> dict[str, Any]:
     def r(x: float) -> dict[str, float]:
         return {"median": x, "min": x, "max": x, "n": 7}
     paired = {"reps": 7, "cycles_per_rep": 20, "tcp_over_unix": r(tcp_over_unix),
-              "tcp_over_python_client_tcp": r(tcp_over_blocking), "commit_probe_ms": r(0.4)}
+              "tcp_over_python_client_tcp": r(tcp_over_blocking), "aio_client_tcp_over_unix": r(shipped),
+              "commit_probe_ms": r(0.4)}
     return {"scenarios": {"s1": {"interleaved": paired}}}
 
 
@@ -76,7 +77,9 @@ def _verdicts(results: dict[str, Any]) -> dict[str, str]:
 
 def test_transport_goal_flags_an_aio_tcp_stall() -> None:
     # the shape issue 20 reported: 30.2 ms over TCP, 11.0 over unix, 12.0 with the blocking client
-    stalled = _verdicts(_results(30.2 / 11.0, 30.2 / 12.0))
-    assert set(stalled.values()) == {"MISSED"} and len(stalled) == 2
+    stalled = _verdicts(_results(30.2 / 11.0, 30.2 / 12.0, 30.2 / 11.0))
+    assert set(stalled.values()) == {"MISSED"} and len(stalled) == 3
     assert set(_verdicts(_results(1.01, 0.98)).values()) == {"met"}
+    only_shipped = _verdicts(_results(1.0, 1.0, 1.6))
+    assert sorted(only_shipped.values()) == ["MISSED", "met", "met"]
     assert set(_verdicts({"scenarios": {}}).values()) == {"not run"}
