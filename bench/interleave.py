@@ -38,6 +38,7 @@ class CommitProbe:
     """Synced LMDB write transactions on the disk the daemons use: the fsync weather at a moment."""
 
     def __init__(self, path: Path, commits: int = 10) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         self.env = lmdb.open(str(path), map_size=1 << 28, sync=True)
         self.commits = commits
         self.value = os.urandom(500)

@@ -55,7 +55,7 @@ def test_paired_ratio_holds_while_the_weather_drifts() -> None:
 
 
 def test_commit_probe_measures_synced_commits(tmp_path: Path) -> None:
-    probe = interleave.CommitProbe(tmp_path / "probe", commits=3)
+    probe = interleave.CommitProbe(tmp_path / "not-yet" / "probe", commits=3)  # pgs nests its dirs
     try:
         assert probe.sample() > 0
     finally:
