@@ -3,10 +3,14 @@
 Daemon: the parked handles are made through the daemon itself (Spawn, Wake,
 Wait → pending, left suspended) by 64 concurrent asyncio clients, on a daemon
 started with ``--no-sync`` so that creating 100,000 of them takes minutes,
-not an hour; the state on disk is the same either way. Every measurement is
-then taken on a fresh, **synced** daemon restarted on that data directory,
-which also gives restart-to-SERVING time and the RSS of a daemon that holds
-N parked handles. Levels grow in place (10, then 10,000, then 100,000).
+not an hour; the state on disk is the same either way. Each level is parked
+in a store of its own; then every level is restarted as a **synced** daemon
+(restart-to-SERVING time, the RSS of a daemon that holds N parked handles)
+and they run side by side, their cycles interleaved round by round
+(bench/interleave.py), so the ratio between levels is taken within each
+repetition: the quick run's figure measured one level after the other and
+swung 0.13–3.41 between runs of one sitting as other sessions' fsyncs came
+and went (issue 20).
 
 Reference runtime: ``toolnexus.agents.AgentRuntime.resume`` answers the first
 suspended handle it finds walking the tree, so it cannot keep other suspended
@@ -98,7 +102,8 @@ def daemon_scale(base: Path, prof: Profile,
         loop.close()
     for k, r in levels.items():
         log(f"s5 daemon @{k}: cycle {r['latency_ms']['median']} ms, "
-            f"resume {r['phases_ms']['resume_done']} ms, restart {r['restart_to_serving_s']}s, RSS {r['rss_after_restart_mib']} MiB")
+            f"resume {r['phases_ms']['resume_done']} ms, restart {r['restart_to_serving_s']}s, "
+            f"RSS {r['rss_after_restart_mib']} MiB")
     lo, hi = str(prof.scale_levels[0]), str(prof.scale_levels[-1])
     levels["interleaved"] = {"reps": prof.interleaved_reps, "cycles_per_rep": prof.scale_cycles,
                              "cycle_hi_over_lo": interleave.paired_ratio(res, hi, lo),
