@@ -19,6 +19,13 @@ def _get(d: dict[str, Any], *path: str) -> Any:
     return d
 
 
+def _paired_note(ratio: dict[str, Any] | None) -> str:
+    """How the ratio was taken, when it was: the median of per-repetition ratios of interleaved cycles."""
+    if not ratio:
+        return ""
+    return f"; median of {ratio['n']} interleaved per-repetition ratios, range {ratio['min']}–{ratio['max']}"
+
+
 def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each issue-7/issue-4 goal: what was measured, the bar, met / missed / not run."""
     s = {k: v for k, v in results["scenarios"].items() if "error" not in v}
@@ -56,7 +63,8 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     r = sm.get("cycle_ratio_hi_over_lo")
     add(f"S5 daemon cycle at {levels[1]} parked ≤ 1.2× at {levels[0]}", r, "≤ 1.2", None if r is None else r <= 1.2,
         f"{_get(s, 's5', 'daemon', levels[1], 'latency_ms', 'median')} ms vs "
-        f"{_get(s, 's5', 'daemon', levels[0], 'latency_ms', 'median')} ms")
+        f"{_get(s, 's5', 'daemon', levels[0], 'latency_ms', 'median')} ms"
+        + _paired_note(_get(s, "s5", "interleaved", "cycle_hi_over_lo")))
     r = sm.get("daemon_hi_over_reference_hi")
     add(f"S5 daemon durable cycle < reference in-memory cycle at {levels[1]}", r, "< 1.0",
         None if r is None else r < 1.0,
@@ -73,7 +81,8 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     add(f"I4 Resume latency at {levels[1]} parked ≤ 1.2× at {levels[0]}", r, "≤ 1.2",
         None if r is None else r <= 1.2,
         f"{_get(s, 's5', 'daemon', levels[1], 'phases_ms', 'resume_done')} ms vs "
-        f"{_get(s, 's5', 'daemon', levels[0], 'phases_ms', 'resume_done')} ms")
+        f"{_get(s, 's5', 'daemon', levels[0], 'phases_ms', 'resume_done')} ms"
+        + _paired_note(_get(s, "s5", "interleaved", "resume_hi_over_lo")))
     g = sm.get("rss_growth_bytes_per_parked_after_restart")
     add("I4 RSS growth ≤ 2 KB per parked handle (restarted daemon)", g, "≤ 2048 B",
         None if g is None else g <= 2048,
@@ -86,10 +95,31 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         None if r is None else r > 1.0,
         f"synced 1: {_get(tr, 'synced_1', 'median')}/s, 64: {_get(tr, 'synced_64', 'median')}/s; "
         f"synced/no-sync at 64: {tr.get('synced_over_no_sync_64')}")
+    _transport_goals(s, add)
     _pg_goals(s, add)
     _pg_scale_goal(s, add)
     _cluster_goals(s, add)
     return out
+
+
+TRANSPORT_PAIRS = (
+    ("tcp_over_unix", "lean aio driver over TCP ≤ 1.2× over a unix socket"),
+    ("tcp_over_python_client_tcp", "lean aio driver over TCP ≤ 1.2× the blocking client over TCP"),
+    ("aio_client_tcp_over_unix", "shipped asyncio client over TCP ≤ 1.2× over a unix socket"),
+)
+
+
+def _transport_goals(s: dict[str, Any], add: Any) -> None:
+    """Issue 20: no transport-specific stall — the asyncio cycles over TCP beside the unix-socket ones and
+    the blocking client's, as ratios within each interleaved repetition (bench/interleave.py)."""
+    il = _get(s, "s1", "interleaved") or {}
+    probe = il.get("commit_probe_ms") or {}
+    for key, label in TRANSPORT_PAIRS:
+        rng = il.get(key) or {}
+        r = rng.get("median")
+        add(f"T1 {label} (paired)", r, "≤ 1.2", None if r is None else r <= 1.2,
+            f"per-repetition ratios {rng.get('min')}–{rng.get('max')} over {il.get('reps')} interleaved "
+            f"repetitions; synced-commit probe {probe.get('min')}–{probe.get('max')} ms")
 
 
 def _pg_goals(s: dict[str, Any], add: Any) -> None:
@@ -150,6 +180,9 @@ def render(results: dict[str, Any], path: Path) -> str:
     row("1 cycle, sequential", "daemon, synced, unix socket", _get(s, "s1", "unix", "latency_ms"), "ms")
     row("1 cycle, sequential", "daemon, synced, TCP, shipped sync Python client",
         _get(s, "s1", "python_client_tcp", "latency_ms"), "ms")
+    for t in ("tcp", "unix"):
+        row("1 cycle, sequential", f"daemon, synced, {t}, shipped asyncio client (toolnexus_client.aio)",
+            _get(s, "s1", f"aio_client_{t}", "latency_ms"), "ms")
     row("2 cycle, 16 clients", "daemon, synced, TCP, 16 asyncio tasks", _get(s, "s2", "cycles_per_s"), "cycles/s")
     row("3 in-process peer", "reference toolnexus AgentRuntime (memory)",
         _get(s, "s3", "reference_toolnexus", "latency_ms"), "ms")
@@ -220,6 +253,10 @@ def _pg_rows(s: dict[str, Any], row: Any) -> None:
                 _get(pgd, f"synchronous_commit_{mode}", v, "commit_ms"), "ms")
 
 
+def _ratio(r: dict[str, Any]) -> str:
+    return f"{r['median']} ({r['min']}–{r['max']})"
+
+
 def _extras(s: dict[str, Any]) -> list[str]:
     out = []
     an = _get(s, "s4", "anatomy")
@@ -229,6 +266,19 @@ def _extras(s: dict[str, Any]) -> list[str]:
                    f"transactions (by verb: {an.get('write_txns_by_phase', 'n/a')}), "
                    f"{an['transitions_per_cycle']} transitions. Per-phase medians over TCP (ms): "
                    + ", ".join(f"{k} {v}" for k, v in (_get(s, "s1", "tcp", "phases_ms") or {}).items()) + ".")
+    il = _get(s, "s1", "interleaved")
+    if il:
+        out.append(f"- Transports (s1, one daemon, {il['reps']} repetitions of {il['cycles_per_rep']} rounds, a round "
+                   f"one cycle of each client in rotated order): aio TCP / aio unix {_ratio(il['tcp_over_unix'])}, "
+                   f"aio TCP / blocking TCP {_ratio(il['tcp_over_python_client_tcp'])}, shipped asyncio client "
+                   f"TCP / unix {_ratio(il['aio_client_tcp_over_unix'])}; synced-commit probe "
+                   f"{_ratio(il['commit_probe_ms'])} ms.")
+    il5 = _get(s, "s5", "interleaved")
+    if il5:
+        out.append(f"- Scale (s5, every level on its own restarted daemon, cycles interleaved round by round, "
+                   f"{il5['reps']} repetitions of {il5['cycles_per_rep']}): cycle high/low level "
+                   f"{_ratio(il5['cycle_hi_over_lo'])}, Resume {_ratio(il5['resume_hi_over_lo'])}; synced-commit "
+                   f"probe {_ratio(il5['commit_probe_ms'])} ms.")
     d = _get(s, "s5", "daemon") or {}
     for level, res in d.items():
         out.append(f"- Scale, {int(level):,} parked: restart to SERVING {res['restart_to_serving_s']} s; RSS after "

@@ -9,6 +9,7 @@ is the median over repetitions of (operations / elapsed seconds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import threading
@@ -22,7 +23,7 @@ from grpc import aio
 
 from toolnexus_client._gen import runtime_pb2 as pb
 
-from . import peers
+from . import interleave, peers
 from .common import (
     Sampler,
     ServerProcess,
@@ -49,15 +50,17 @@ class Profile:
     transition_secs: float  # target seconds per transitions/s repetition
     scale_levels: tuple[int, ...]
     scale_cycles: int
+    interleaved_reps: int  # repetitions of s1 and s5, each runs every variant once (bench/interleave.py)
     slow_handles: int
     slow_rounds: int
 
 
 QUICK = Profile("quick", warmup=5, reps=3, cycles=20, peer_cycles=40, concurrent_cycles=64, floor_calls=200,
-                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=15, slow_handles=200, slow_rounds=3)
+                transition_secs=1.5, scale_levels=(10, 1000), scale_cycles=30, slow_handles=200,
+                slow_rounds=3, interleaved_reps=7)
 FULL = Profile("full", warmup=20, reps=5, cycles=60, peer_cycles=200, concurrent_cycles=320, floor_calls=1000,
                transition_secs=4.0, scale_levels=(10, 10_000, 100_000), scale_cycles=30, slow_handles=1000,
-               slow_rounds=3)
+               slow_rounds=3, interleaved_reps=9)
 
 
 def _rep_median(values: list[float]) -> float:
@@ -88,65 +91,44 @@ async def _daemon_cycles(d: Daemon, prof: Profile, reps: int | None = None,
 # ----------------------------------------------------------------------------- scenario 1
 
 
+S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client_unix")
+
+
 def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
-    """Cycle, one client, sequential, synced LMDB: over TCP and over a unix socket."""
-    out: dict[str, Any] = {}
-    with daemon(base, name="s1") as proc:
-        for transport, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc))):
-            async def run(target: str = target) -> dict[str, Any]:
-                d = await Daemon.connect(target)
-                try:
-                    return await _daemon_cycles(d, prof)
-                finally:
-                    await d.close()
-
-            out[transport] = asyncio.run(run())
-            log(f"s1 {transport}: {out[transport]['latency_ms']}")
-        out["python_client_tcp"] = _sync_client_cycles(tcp_target(proc), prof)
-        log(f"s1 python client: {out['python_client_tcp']['latency_ms']}")
-        out["daemon_rss_mib"] = mib(rss(proc.proc.pid))
+    """Cycle, one client, sequential, synced LMDB, on one daemon: the lean aio driver over TCP and over
+    a unix socket, the shipped blocking client over TCP and the shipped asyncio client over both —
+    interleaved cycle by cycle (bench/interleave.py), so a slow-disk window falls on all of them."""
+    loop = asyncio.new_event_loop()
+    probe = interleave.CommitProbe(base / "s1-probe")
+    try:
+        with contextlib.ExitStack() as stack:
+            proc = stack.enter_context(daemon(base, name="s1"))
+            lean = {t: interleave.on_loop(loop, Daemon.connect(target))
+                    for t, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc)))}
+            for d in lean.values():
+                stack.callback(interleave.on_loop, loop, d.close())
+            variants = {t: interleave.aio_variant(loop, d) for t, d in lean.items()}
+            blocking = interleave.blocking_variant(tcp_target(proc))
+            variants["python_client_tcp"] = stack.enter_context(blocking)
+            for t, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc))):
+                shipped = interleave.shipped_aio_variant(loop, target)
+                variants[f"aio_client_{t}"] = stack.enter_context(shipped)
+            res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps, cycles=prof.cycles,
+                                 probe=probe, label="s1")
+            daemon_rss = mib(rss(proc.proc.pid))
+    finally:
+        probe.close()
+        loop.close()
+    out: dict[str, Any] = {name: interleave.figure(res, name) for name in S1_VARIANTS}
+    pairs = {"tcp_over_unix": ("tcp", "unix"), "tcp_over_python_client_tcp": ("tcp", "python_client_tcp"),
+             "aio_client_tcp_over_unix": ("aio_client_tcp", "aio_client_unix")}
+    out["interleaved"] = {"reps": prof.interleaved_reps, "cycles_per_rep": prof.cycles,
+                          **{k: interleave.paired_ratio(res, a, b) for k, (a, b) in pairs.items()},
+                          "commit_probe_ms": summary(res["commit_probe_ms"], 1.0, 3)}
+    out["daemon_rss_mib"] = daemon_rss
+    log("s1: " + ", ".join(f"{n} {out[n]['latency_ms']['median']}" for n in S1_VARIANTS)
+        + f"; tcp/unix {out['interleaved']['tcp_over_unix']}")
     return out
-
-
-def _sync_client_cycles(target: str, prof: Profile) -> dict[str, Any]:
-    """The same cycle through the shipped blocking client (toolnexus_client), as an app would write it."""
-    from toolnexus_client import Runtime, Tool, ToolResult, agent
-    from toolnexus_client import registry as client_registry
-
-    def secret_action(args: dict[str, Any], ctx: Any) -> Any:
-        if ctx.answer is None:
-            return ToolResult.suspend(id=f"approve:{ctx.handle}", kind="approval", prompt="approve?")
-        return "action performed"
-
-    def transport(request: dict[str, Any]) -> dict[str, Any]:
-        body = request["body"]
-        return {"status": 200, "body": {"choices": [{"index": 0, "message": peers.mock_model(
-            body.get("messages") or [], bool(body.get("tools")))}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}}
-
-    reg = client_registry(agent("operator", does="acts", uses={"tools": [Tool("secret_action",
-                                                                               execute=secret_action)]}))
-
-    def cycle(rt: Runtime) -> None:
-        h = rt.spawn(rt.root, "operator")
-        rt.wake(h, peers.PROMPT)
-        r = rt.wait(h, timeout=60)
-        assert r.status == "pending" and r.pending is not None, r
-        out = rt.resume({"id": r.pending.id, "ok": True})
-        assert out.result is not None and out.result.text == "action performed", out
-
-    with Runtime.new(target=target, registry=reg, transport=transport) as rt:
-        for _ in range(prof.warmup):
-            cycle(rt)
-        reps = []
-        for _ in range(prof.reps):
-            lat = []
-            for _ in range(prof.cycles):
-                t0 = time.perf_counter()
-                cycle(rt)
-                lat.append(time.perf_counter() - t0)
-            reps.append(_rep_median(lat))
-    return {"latency_ms": summary(reps, 1e3)}
 
 
 # ----------------------------------------------------------------------------- scenario 2

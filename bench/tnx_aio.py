@@ -168,8 +168,8 @@ class Daemon:
     @classmethod
     async def connect(cls, target: str, *, llm: pb.LlmConfig | None = None, agents=None,
                       options: pb.RuntimeOptions | None = None, runtime_id: str = "",
-                      worker: bool = True) -> Daemon:
-        channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+                      worker: bool = True, channel_options: tuple = CHANNEL_OPTIONS) -> Daemon:
+        channel = aio.insecure_channel(target, options=channel_options)
         stub = pb_grpc.AgentRuntimeStub(channel)
         req = pb.NewRequest(runtime_id=runtime_id, agents=agents or registry(),
                             llm=llm or pb.LlmConfig(style="worker", model="bench"),
