@@ -27,6 +27,7 @@ export function requestFromPb(m) {
     url: m.url || null,
     data: fromStruct(m.data),
     expiresAt: m.expires_at || null,
+    answerUrl: m.answer_url || null,
   };
 }
 
@@ -171,6 +172,7 @@ export function toolToPb(t) {
     http: null,
     deadline_ms: t.deadlineMs ?? 0,
     on_crash: t.onCrash ?? 'rerun',
+    answer_link: Boolean(t.answerLink),
   };
   if (t.endpoint) {
     const e = t.endpoint;
@@ -193,6 +195,7 @@ export function agentToPb(spec) {
     team: [...spec.team],
     budget: spec.budget,
     wait_for: spec.waitFor,
+    answer_link: Boolean(spec.answerLink),
     request_params: toStruct(spec.requestParams),
   };
 }

@@ -12,11 +12,12 @@ export class Tool {
   /**
    * @param {{name: string, description?: string, inputSchema?: object|null,
    *   execute?: Function|null, source?: string, endpoint?: object|null, deadlineMs?: number,
-   *   onCrash?: string}} fields — `onCrash: 'ask'`: a call in flight at a crash (or whose worker
+   *   onCrash?: string, answerLink?: boolean}} fields — `answerLink`: its suspensions get
+   *   `request.answerUrl` (the daemon needs --answers-listen); — `onCrash: 'ask'`: a call in flight at a crash (or whose worker
    *   vanished) is not sent again; the handle suspends on a `reconcile` request instead
    */
   constructor({ name, description = '', inputSchema = null, execute = null, source = 'native',
-    endpoint = null, deadlineMs = 0, onCrash = 'rerun' }) {
+    endpoint = null, deadlineMs = 0, onCrash = 'rerun', answerLink = false }) {
     if (!name || typeof name !== 'string') throw new TypeError('a tool needs a name');
     if (!ON_CRASH.includes(onCrash)) {
       throw new TypeError(`tool "${name}": onCrash must be one of ${ON_CRASH.join(', ')}`);
@@ -44,6 +45,7 @@ export class Tool {
     this.endpoint = endpoint ? normaliseEndpoint(endpoint) : null;
     this.deadlineMs = deadlineMs;
     this.onCrash = onCrash;
+    this.answerLink = Boolean(answerLink);
     Object.freeze(this);
   }
 
@@ -82,8 +84,8 @@ export function tool(name, execute, options = {}) {
     options = execute;
     execute = options.execute ?? null;
   }
-  const { description = '', inputSchema = null, deadlineMs = 0, onCrash = 'rerun' } = options;
-  return new Tool({ name, description, inputSchema, execute: execute ?? null, deadlineMs, onCrash });
+  const { description = '', inputSchema = null, deadlineMs = 0, onCrash = 'rerun', answerLink = false } = options;
+  return new Tool({ name, description, inputSchema, execute: execute ?? null, deadlineMs, onCrash, answerLink });
 }
 
 /** One agent of a registry; build it with `agent(...)`. */
@@ -100,7 +102,7 @@ export class AgentSpec {
  */
 export function agent(name, options = {}) {
   if (!name || typeof name !== 'string') throw new TypeError('an agent needs a name');
-  const known = ['does', 'uses', 'model', 'soul', 'team', 'budget', 'waitFor', 'requestParams'];
+  const known = ['does', 'uses', 'model', 'soul', 'team', 'budget', 'waitFor', 'requestParams', 'answerLink'];
   const unknownKeys = Object.keys(options).filter((k) => !known.includes(k));
   if (unknownKeys.length) {
     throw new TypeError(`agent "${name}": unknown option(s) ${unknownKeys.join(', ')} (known: ${known.join(', ')})`);
@@ -127,6 +129,7 @@ export function agent(name, options = {}) {
     budget: options.budget ? budgetFields(options.budget) : null,
     waitFor: Boolean(options.waitFor),
     requestParams: options.requestParams ?? null,
+    answerLink: Boolean(options.answerLink),
   });
 }
 
@@ -179,7 +182,7 @@ const BUDGET_FIELDS = ['max_turns', 'max_tokens', 'max_tool_calls', 'max_wall_ms
 const LLM_FIELDS = ['style', 'base_url', 'model', 'api_key_env', 'headers', 'retries', 'timeout_ms', 'stream',
   'request_params', 'max_tokens'];
 const OPTION_FIELDS = ['max_concurrent_turns', 'inbox_cap', 'close_grace_ms', 'tool_timeout_ms', 'wait_for',
-  'event_retention', 'max_turns', 'pending_ttl_ms'];
+  'event_retention', 'max_turns', 'pending_ttl_ms', 'answer_link'];
 
 const snake = (key) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const camel = (key) => key.replace(/_([a-z])/g, (_, c) => c.toUpperCase());

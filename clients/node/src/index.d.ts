@@ -38,6 +38,8 @@ export interface Request {
   data: JsonObject | null;
   /** RFC 3339. */
   expiresAt: string | null;
+  /** A single-use link answering exactly this request (when a link was asked for: `answerLink`). */
+  answerUrl?: string | null;
 }
 
 /** A Request as a tool writes it: without an id the daemon assigns a unique one. */
@@ -241,6 +243,8 @@ export declare class Tool {
     deadlineMs?: number;
     /** `'ask'`: a call in flight at a crash is asked about (a `reconcile` request), not re-sent. */
     onCrash?: 'rerun' | 'ask';
+    /** Its suspensions get `request.answerUrl` (the daemon needs --answers-listen). */
+    answerLink?: boolean;
   });
   readonly name: string;
   readonly description: string;
@@ -250,6 +254,7 @@ export declare class Tool {
   readonly endpoint: HttpEndpoint | null;
   readonly deadlineMs: number;
   readonly onCrash: 'rerun' | 'ask';
+  readonly answerLink: boolean;
   /** A tool the daemon POSTs `{call_id, runtime_id, handle, tool, arguments, answer}` to. */
   static webhook(name: string, url: string, options?: {
     description?: string; inputSchema?: JsonObject | null; headers?: Record<string, string>; timeoutMs?: number;
@@ -267,6 +272,7 @@ export interface ToolOptions {
   inputSchema?: JsonObject | null;
   deadlineMs?: number;
   onCrash?: 'rerun' | 'ask';
+  answerLink?: boolean;
 }
 
 /** A native tool served by this process. */
@@ -298,6 +304,8 @@ export interface AgentOptions {
   /** A connected resolver (`waitFor` of Runtime.new) answers this agent's suspensions inline. */
   waitFor?: boolean;
   requestParams?: JsonObject | null;
+  /** Its suspensions get `request.answerUrl`. */
+  answerLink?: boolean;
 }
 
 export declare class AgentSpec {
@@ -310,6 +318,7 @@ export declare class AgentSpec {
   readonly budget: Record<string, number> | null;
   readonly waitFor: boolean;
   readonly requestParams: JsonObject | null;
+  readonly answerLink: boolean;
 }
 
 export declare function agent(name: string, options?: AgentOptions): AgentSpec;
@@ -351,6 +360,8 @@ export interface RuntimeOptions {
   maxTurns?: number;
   /** Gives suspensions without an `expiresAt` one this far ahead (docs/protocol.md §10); 0 = none. */
   pendingTtlMs?: number;
+  /** Every suspension of the runtime gets `request.answerUrl`. */
+  answerLink?: boolean;
 }
 
 /** The model call a `transport` receives: `{body}`, an OpenAI chat-completions request. */

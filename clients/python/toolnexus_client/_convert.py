@@ -79,7 +79,8 @@ def request_to_pb(request: Request) -> pb.Request:
 
 def request_from_pb(message: pb.Request) -> Request:
     return Request(id=message.id, kind=message.kind, prompt=message.prompt, url=message.url or None,
-                   data=_optional_struct(message, "data"), expires_at=message.expires_at or None)
+                   data=_optional_struct(message, "data"), expires_at=message.expires_at or None,
+                   answer_url=message.answer_url or None)
 
 
 def answer_to_pb(answer: Answer) -> pb.Answer:
@@ -176,7 +177,8 @@ def outcome_to_pb(call_id: str, result: ToolResult) -> pb.ToolOutcome:
 def tool_to_pb(tool: Tool) -> pb.ToolDef:
     out = pb.ToolDef(name=tool.name, description=tool.description, source=tool.source,
                      input_schema=struct_from(tool.input_schema or EMPTY_SCHEMA),
-                     deadline_ms=tool.deadline_ms, on_crash=tool.on_crash)
+                     deadline_ms=tool.deadline_ms, on_crash=tool.on_crash,
+                     answer_link=tool.answer_link)
     if tool.endpoint is not None:
         spec = tool.endpoint
         out.http.CopyFrom(pb.HttpConfig(method=spec.method, url=spec.url, headers=dict(spec.headers),
@@ -193,7 +195,8 @@ def budget_to_pb(budget: Budget) -> pb.Budget:
 
 def agent_to_pb(spec: AgentSpec) -> pb.AgentDef:
     out = pb.AgentDef(name=spec.name, does=spec.does, model=spec.model, soul=spec.soul,
-                      tools=[tool_to_pb(t) for t in spec.tools], team=list(spec.team), wait_for=spec.wait_for)
+                      tools=[tool_to_pb(t) for t in spec.tools], team=list(spec.team), wait_for=spec.wait_for,
+                      answer_link=spec.answer_link)
     if spec.budget is not None:
         out.budget.CopyFrom(budget_to_pb(spec.budget))
     if spec.request_params:

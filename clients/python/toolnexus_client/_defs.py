@@ -57,6 +57,8 @@ class Tool:
     # suspends on a ``reconcile`` request asking whether it completed. Key side effects by
     # ``ctx.call_id``: a re-dispatch of the same call carries the same one.
     on_crash: str = "rerun"
+    # its suspensions get Request.answer_url (the daemon needs --answers-listen)
+    answer_link: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -142,11 +144,13 @@ class AgentSpec:
     budget: Budget | None = None
     wait_for: bool = False
     request_params: JSON | None = None
+    # its suspensions (of every tool) get Request.answer_url
+    answer_link: bool = False
 
 
 def agent(name: str, does: str = "", uses: Mapping[str, Iterable[Any]] | None = None, model: str = "inherit",
           soul: str = "", team: Iterable[str] = (), budget: Budget | Mapping[str, int] | None = None,
-          wait_for: bool = False, request_params: JSON | None = None) -> AgentSpec:
+          wait_for: bool = False, request_params: JSON | None = None, answer_link: bool = False) -> AgentSpec:
     """Declare an agent; ``uses={"tools": [Tool, ...], "team": [names]}`` (or the team as ``team=``)."""
     uses = dict(uses or {})
     unknown = sorted(set(uses) - {"tools", "team"})
@@ -158,7 +162,8 @@ def agent(name: str, does: str = "", uses: Mapping[str, Iterable[Any]] | None = 
             raise TypeError(f"agent {name!r}: uses['tools'] holds Tool values, got {type(tool).__name__}")
     members = tuple(dict.fromkeys([*uses.get("team", ()), *team]))
     return AgentSpec(name=name, does=does, model=model or "inherit", soul=soul, tools=tools, team=members,
-                     budget=Budget.of(budget), wait_for=wait_for, request_params=request_params)
+                     budget=Budget.of(budget), wait_for=wait_for, request_params=request_params,
+                     answer_link=answer_link)
 
 
 @dataclass(frozen=True)

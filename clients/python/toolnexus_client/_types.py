@@ -47,6 +47,9 @@ class Request:
     url: str | None = None
     data: JSON | None = None
     expires_at: str | None = None
+    # set by the daemon when a link was asked for (answer_link): a single-use URL answering exactly
+    # this request; announced live, never stored (docs/protocol.md §10)
+    answer_url: str | None = None
 
     @classmethod
     def of(cls, value: Request | Mapping[str, Any]) -> Request:
