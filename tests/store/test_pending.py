@@ -65,6 +65,16 @@ async def test_open_suspensions_come_oldest_first_across_runtimes_and_filtered(s
     assert store.pending(PendingQuery(limit=0)) == []
 
 
+async def test_get_handles_reads_a_page_of_records_in_the_order_asked(store: Store) -> None:
+    """One read for a page's records: the order of the keys, None for a key with no record."""
+    await store.commit(Batch(handles=dict(SEEDED)))
+    keys = [("r2", "root/x"), ("r9", "root/none"), ("r1", "root/a"), ("r2", "root/x")]
+    records = store.get_handles(keys)
+    assert [None if r is None else r["id"] for r in records] == ["root/x", None, "root/a", "root/x"]
+    assert records[0] == store.get_handle("r2", "root/x")
+    assert store.get_handles([]) == []
+
+
 @pytest.mark.parametrize("query", [PendingQuery(), PendingQuery(kind="approval"),
                                    PendingQuery(runtime_id="r1"),
                                    PendingQuery(runtime_id="r1", kind="approval")],

@@ -109,9 +109,12 @@ def list_pending(store: Store, query: PendingQuery, seen: Visibility) -> pb.List
         ask = min(budget, wanted)
         rows = store.pending(replace(query, after=last, limit=ask))
         budget -= len(rows)
+        visible = [row for row in rows if seen.sees(row.runtime_id)]
+        records = dict(zip(visible, store.get_handles([(r.runtime_id, r.handle_id) for r in visible]),
+                           strict=True))
         for row in rows:
             last = row
-            item = pending_item(store, row) if seen.sees(row.runtime_id) else None
+            item = item_of_record(row, records[row]) if row in records else None
             if item is not None:
                 out.items.append(item)
             if len(out.items) >= wanted:
@@ -126,7 +129,11 @@ def list_pending(store: Store, query: PendingQuery, seen: Visibility) -> pb.List
 
 def pending_item(store: Store, row: PendingRow) -> pb.PendingItem | None:
     """The item of an index row, from its handle record; None when that record moved on meanwhile."""
-    rec = store.get_handle(row.runtime_id, row.handle_id)
+    return item_of_record(row, store.get_handle(row.runtime_id, row.handle_id))
+
+
+def item_of_record(row: PendingRow, rec: JSON | None) -> pb.PendingItem | None:
+    """The item of an index row given its handle record (None: the record moved on meanwhile)."""
     pending = rec.get("pending") if rec is not None else None
     if rec is None or rec.get("state") != "suspended" or not isinstance(pending, dict):
         return None

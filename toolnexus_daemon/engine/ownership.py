@@ -19,7 +19,7 @@ from typing import Protocol
 
 from ..errors import LeaseLost, Unavailable
 from ..model import JSON, Event
-from ..store.base import Batch, Fence, HandleCensus, PendingQuery, PendingRow, Store, StoreInfo
+from ..store.base import Batch, Fence, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo
 
 
 class Moved(Unavailable):
@@ -98,6 +98,9 @@ class FencedStore:
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._store.get_handle(runtime_id, handle_id)
+
+    def get_handles(self, keys: list[HandleKey]) -> list[JSON | None]:
+        return self._store.get_handles(keys)
 
     def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
         return self._store.messages(runtime_id, handle_id, start, end)

@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import Histogram
 
 from ..model import JSON, Event
-from ..store.base import Batch, HandleCensus, PendingQuery, PendingRow, Store, StoreInfo
+from ..store.base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo
 
 
 class TimedStore:
@@ -51,6 +51,9 @@ class TimedStore:
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self.inner.get_handle(runtime_id, handle_id)
+
+    def get_handles(self, keys: list[HandleKey]) -> list[JSON | None]:
+        return self.inner.get_handles(keys)
 
     def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
         return self.inner.messages(runtime_id, handle_id, start, end)

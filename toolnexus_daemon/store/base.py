@@ -137,6 +137,10 @@ class Store(Protocol):
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None: ...
 
+    def get_handles(self, keys: list[HandleKey]) -> list[JSON | None]:
+        """The records of ``keys`` in their order (None where absent), in one read: a page of
+        ``ListPending`` costs one round trip to PostgreSQL, not one per item."""
+
     def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
         """Transcript messages with ``start <= index < end`` in index order."""
 

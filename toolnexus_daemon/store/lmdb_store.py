@@ -26,7 +26,7 @@ import lmdb
 from ..errors import FormatTooNew, StoreError, StoreFull
 from ..model import JSON, Event
 from . import codec, expiry_index, handle_index, lmdb_write, pending_index
-from .base import Batch, HandleCensus, PendingQuery, PendingRow, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .datafile import check_data_file, disk_is_full, free_bytes
 from .dirlock import DirLock
@@ -144,6 +144,14 @@ class LmdbStore:
 
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._get(Table.HANDLES, codec.pair_key(runtime_id, handle_id))
+
+    def get_handles(self, keys: list[HandleKey]) -> list[JSON | None]:
+        """One read transaction for every key."""
+        wanted = [codec.pair_key(rid, hid) for rid, hid in keys]
+        with self._reading() as env, env.begin(db=self._dbs[Table.HANDLES]) as txn:
+            raws = [txn.get(key) for key in wanted]
+        return [None if raw is None else codec.decode_value(Table.HANDLES, key, raw)
+                for key, raw in zip(wanted, raws, strict=True)]
 
     def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
         if end is not None and end <= start:

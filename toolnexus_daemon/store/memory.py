@@ -149,6 +149,9 @@ class MemoryStore:
         raw = self._handles.get((runtime_id, handle_id))
         return self._get(Table.HANDLES, f"{runtime_id}/{handle_id}", raw)
 
+    def get_handles(self, keys: list[HandleKey]) -> list[JSON | None]:
+        return [self.get_handle(rid, hid) for rid, hid in keys]
+
     def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
         self._check_open()
         log = self._messages.get((runtime_id, handle_id), {})

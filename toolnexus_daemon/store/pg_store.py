@@ -25,7 +25,7 @@ import psycopg
 from ..errors import StoreError
 from ..model import JSON, Event
 from . import codec, pg_pending, pg_schema
-from .base import Batch, HandleCensus, PendingQuery, PendingRow, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, Table
 from .lmdb_store import GROUP_WINDOW_S, MAX_GROUP
 from .lmdb_write import WriterStats
@@ -134,6 +134,18 @@ class PgStore:
     def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
         return self._one(Table.HANDLES, "SELECT rid, value FROM tn_handles WHERE rid = %s AND hid = %s",
                          runtime_id, handle_id)
+
+    def get_handles(self, keys: list[HandleKey]) -> list[JSON | None]:
+        """One query for every key (``unnest`` of the two id arrays), answered in ``keys``' order."""
+        if not keys:
+            return []
+        rows = self._query("SELECT h.rid, h.hid, h.value FROM tn_handles h "
+                           "JOIN unnest(%s::text[], %s::text[]) AS k(rid, hid) "
+                           "ON h.rid = k.rid AND h.hid = k.hid",
+                           [rid for rid, _ in keys], [hid for _, hid in keys])
+        found = {(str(rid), str(hid)): value for rid, hid, value in rows}
+        return [None if (raw := found.get(key)) is None
+                else _decode(Table.HANDLES, codec.pair_key(key[0], key[1]), raw) for key in keys]
 
     def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
         if end is not None and end <= start:
