@@ -5,11 +5,9 @@
 // shutdown, a cluster move) is opened again from the start with backoff (RESUME_POLICY): the full
 // list arrives again, then a new SYNCED; `reopened` counts the reopenings. Any other error ends
 // the iteration with it; breaking out of the loop, `cancel()` or the AbortSignal end it quietly.
-import grpc from '@grpc/grpc-js';
 
 import { requestFromPb } from './convert.js';
-import { fromGrpcError } from './errors.js';
-import { RESUME_POLICY } from './watch.js';
+import { RESUME_POLICY, ReopeningStream } from './watch.js';
 
 export const PendingChangeType = Object.freeze({ ADDED: 'ADDED', REMOVED: 'REMOVED', SYNCED: 'SYNCED' });
 
@@ -41,77 +39,20 @@ export function count(name, value) {
   return n;
 }
 
-export class PendingStream {
+export class PendingStream extends ReopeningStream {
   /** @param open `() => call`: opens the server stream (again, from the start, on a reopen) */
   constructor(open, signal, policy = RESUME_POLICY) {
+    super(policy, 'a PendingStream');
     this.open = open;
-    this.policy = policy;
-    this.failures = 0;
-    this.reopened = 0;
-    this.cancelled = false;
-    this.onCancel = null;
-    this.iterating = false;
-    this.wakeUp = null;
-    this.attach(open());
-    if (signal) {
-      if (signal.aborted) this.cancel();
-      else signal.addEventListener('abort', () => this.cancel(), { once: true });
-    }
+    this.begin(signal);
   }
 
-  attach(call) {
-    this.call = call;
-    this.early = null;
-    this.onEarlyError = (err) => { this.early ??= err; };
-    call.on('error', this.onEarlyError);
+  /** A list-watch has nothing to resume from: the full list again. */
+  openAgain() {
+    return this.open();
   }
 
-  async *[Symbol.asyncIterator]() {
-    if (this.iterating) throw new Error('a PendingStream can be iterated once');
-    this.iterating = true;
-    try {
-      while (!this.cancelled) {
-        let failure = null;
-        try {
-          for await (const message of this.call) {
-            this.failures = 0;
-            yield pendingChangeFromPb(message);
-          }
-          failure = this.early;
-        } catch (err) {
-          failure = err;
-        }
-        this.call.off('error', this.onEarlyError);
-        if (this.cancelled || failure === null) return;
-        if (!(await this.reopen(failure))) throw fromGrpcError(failure);
-      }
-    } finally {
-      this.cancel();
-    }
-  }
-
-  /** After UNAVAILABLE: wait, then open the stream again from the start (the full list). */
-  async reopen(err) {
-    if (err?.code !== grpc.status.UNAVAILABLE || this.failures >= this.policy.attempts) return false;
-    const delay = Math.min(this.policy.maxMs, this.policy.firstMs * 2 ** this.failures);
-    this.failures += 1;
-    await new Promise((resolveWait) => {
-      const timer = setTimeout(resolveWait, delay);
-      this.wakeUp = () => { clearTimeout(timer); resolveWait(); };
-    });
-    this.wakeUp = null;
-    if (this.cancelled) return true;
-    this.attach(this.open());
-    this.reopened += 1;
-    return true;
-  }
-
-  /** Stop the stream; a pending iteration ends without an error. Idempotent. */
-  cancel() {
-    if (this.cancelled) return;
-    this.cancelled = true;
-    this.call.cancel();
-    this.wakeUp?.();
-    this.onCancel?.();
+  converted(message) {
+    return pendingChangeFromPb(message);
   }
 }

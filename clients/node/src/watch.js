@@ -13,21 +13,27 @@ import { fromGrpcError } from './errors.js';
 /** Up to `attempts` reopenings in a row, waiting `firstMs` doubling to `maxMs` between them. */
 export const RESUME_POLICY = Object.freeze({ attempts: 30, firstMs: 100, maxMs: 2000 });
 
-export class EventStream {
-  /**
-   * @param open `(afterSeq) => call`: opens the server stream after a seq (again on a reopen)
-   */
-  constructor(open, afterSeq, signal, policy = RESUME_POLICY) {
-    this.open = open;
-    this.last = afterSeq;
+/**
+ * A server stream opened again after UNAVAILABLE (RESUME_POLICY): where from is the subclass's
+ * `openAgain()`, what a message becomes its `converted(message)`. `cancel()`, an aborted `signal`
+ * or breaking out of the loop ends the call quietly.
+ */
+export class ReopeningStream {
+  constructor(policy = RESUME_POLICY, what = 'a stream') {
     this.policy = policy;
+    this.what = what;
     this.failures = 0;
+    this.reopened = 0;
     this.cancelled = false;
-    // set by the Runtime: forget this stream once it ended (detach() cancels the ones still open)
+    // set by the owner: forget this stream once it ended (detach() cancels the ones still open)
     this.onCancel = null;
     this.iterating = false;
     this.wakeUp = null;
-    this.attach(open(afterSeq));
+  }
+
+  /** Open the first call; a subclass calls it at the end of its constructor, once `openAgain` can run. */
+  begin(signal) {
+    this.attach(this.openAgain());
     if (signal) {
       if (signal.aborted) this.cancel();
       else signal.addEventListener('abort', () => this.cancel(), { once: true });
@@ -43,17 +49,16 @@ export class EventStream {
   }
 
   async *[Symbol.asyncIterator]() {
-    if (this.iterating) throw new Error('an EventStream can be iterated once');
+    if (this.iterating) throw new Error(`${this.what} can be iterated once`);
     this.iterating = true;
     try {
       while (!this.cancelled) {
         let failure = null;
         try {
           for await (const message of this.call) {
-            const event = eventFromPb(message);
-            if (event.seq) this.last = event.seq; // a live text delta has no seq
+            const value = this.converted(message);
             this.failures = 0;
-            yield event;
+            yield value;
           }
           failure = this.early;
         } catch (err) {
@@ -68,7 +73,7 @@ export class EventStream {
     }
   }
 
-  /** After UNAVAILABLE: wait, then open the stream again after the last seq received. */
+  /** After UNAVAILABLE: wait, then open the stream again (`openAgain()`). */
   async reopen(err) {
     if (err?.code !== grpc.status.UNAVAILABLE || this.failures >= this.policy.attempts) return false;
     const delay = Math.min(this.policy.maxMs, this.policy.firstMs * 2 ** this.failures);
@@ -79,7 +84,8 @@ export class EventStream {
     });
     this.wakeUp = null;
     if (this.cancelled) return true; // the loop sees it and ends quietly
-    this.attach(this.open(this.last));
+    this.attach(this.openAgain());
+    this.reopened += 1;
     return true;
   }
 
@@ -90,5 +96,28 @@ export class EventStream {
     this.call.cancel();
     this.wakeUp?.();
     this.onCancel?.();
+  }
+}
+
+export class EventStream extends ReopeningStream {
+  /**
+   * @param open `(afterSeq) => call`: opens the server stream after a seq (again on a reopen)
+   */
+  constructor(open, afterSeq, signal, policy = RESUME_POLICY) {
+    super(policy, 'an EventStream');
+    this.open = open;
+    this.last = afterSeq;
+    this.begin(signal);
+  }
+
+  /** After the last seq received: no gap, no duplicate. */
+  openAgain() {
+    return this.open(this.last);
+  }
+
+  converted(message) {
+    const event = eventFromPb(message);
+    if (event.seq) this.last = event.seq; // a live text delta has no seq
+    return event;
   }
 }

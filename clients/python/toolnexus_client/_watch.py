@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -41,22 +41,32 @@ class ResumePolicy:
 
 RESUME = ResumePolicy()
 Opener = Callable[[int], Any]
+T = TypeVar("T")
 
 
-class EventStream:
-    """Events of one runtime in ``seq`` order: the stored ones after ``after_seq``, then live ones."""
+class ReopeningStream(Generic[T]):
+    """A server stream that is opened again after UNAVAILABLE (``ResumePolicy``): where from is
+    the subclass's ``_open_again``, what a message becomes its ``_converted``. ``cancel()`` from
+    any thread ends iteration quietly."""
 
-    def __init__(self, open_call: Opener, after_seq: int = 0, resume: ResumePolicy = RESUME) -> None:
-        self._open, self._last, self._resume = open_call, after_seq, resume
-        self._call = open_call(after_seq)
+    def __init__(self, resume: ResumePolicy) -> None:
+        self._resume = resume
         self._cancelled = False
         self._stop = threading.Event()
         self._failures = 0
+        self.reopened = 0  # how many times the stream was opened again
+        self._call = self._open_again()
 
-    def __iter__(self) -> Iterator[Event]:
+    def _open_again(self) -> Any:
+        raise NotImplementedError
+
+    def _converted(self, message: Any) -> T:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[T]:
         return self
 
-    def __next__(self) -> Event:
+    def __next__(self) -> T:
         while True:
             try:
                 message = next(self._call)
@@ -66,26 +76,20 @@ class EventStream:
                 if not self._reopen(err):
                     raise from_rpc_error(err) from err
                 continue
-            event = convert.event_from_pb(message)
-            self._last = event.seq or self._last  # a live text delta has no seq
             self._failures = 0
-            return event
+            return self._converted(message)
 
     def _reopen(self, err: grpc.RpcError) -> bool:
-        """After UNAVAILABLE: wait, then open the stream again after the last seq received."""
+        """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
         if err.code() is not grpc.StatusCode.UNAVAILABLE or self._failures >= self._resume.attempts:
             return False
         self._stop.wait(self._resume.delay(self._failures))
         self._failures += 1
         if self._cancelled:
             raise StopIteration
-        self._call = self._open(self._last)
+        self._call = self._open_again()
+        self.reopened += 1
         return True
-
-    def ending(self) -> None:
-        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
-        ends iteration quietly, while events already on their way are still delivered."""
-        self._cancelled = True
 
     def cancel(self) -> None:
         """Stop the stream; a thread blocked in ``next`` gets StopIteration."""
@@ -93,8 +97,29 @@ class EventStream:
         self._stop.set()
         self._call.cancel()
 
-    def __enter__(self) -> EventStream:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.cancel()
+
+
+class EventStream(ReopeningStream[Event]):
+    """Events of one runtime in ``seq`` order: the stored ones after ``after_seq``, then live ones."""
+
+    def __init__(self, open_call: Opener, after_seq: int = 0, resume: ResumePolicy = RESUME) -> None:
+        self._open, self._last = open_call, after_seq
+        super().__init__(resume)
+
+    def _open_again(self) -> Any:
+        return self._open(self._last)  # after the last seq received: no gap, no duplicate
+
+    def _converted(self, message: Any) -> Event:
+        event = convert.event_from_pb(message)
+        self._last = event.seq or self._last  # a live text delta has no seq
+        return event
+
+    def ending(self) -> None:
+        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
+        ends iteration quietly, while events already on their way are still delivered."""
+        self._cancelled = True
+
+    def __enter__(self) -> EventStream:
+        return self

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import grpc
 import grpc.aio
@@ -22,21 +22,30 @@ from .._types import Event
 from .._watch import RESUME, ResumePolicy
 from ..errors import from_rpc_error
 
+T = TypeVar("T")
 
-class EventStream:
-    """Events of one runtime in ``seq`` order: the stored ones after ``after_seq``, then live ones."""
 
-    def __init__(self, open_call: Callable[[int], Any], after_seq: int = 0,
-                 resume: ResumePolicy = RESUME) -> None:
-        self._open, self._last, self._resume = open_call, after_seq, resume
-        self._call = open_call(after_seq)
+class ReopeningStream(Generic[T]):
+    """The asyncio twin of ``toolnexus_client._watch.ReopeningStream``: reopened after
+    UNAVAILABLE from where ``_open_again`` says, messages turned into ``T`` by ``_converted``."""
+
+    def __init__(self, resume: ResumePolicy) -> None:
+        self._resume = resume
         self._cancelled = False
         self._failures = 0
+        self.reopened = 0  # how many times the stream was opened again
+        self._call = self._open_again()
 
-    def __aiter__(self) -> EventStream:
+    def _open_again(self) -> Any:
+        raise NotImplementedError
+
+    def _converted(self, message: Any) -> T:
+        raise NotImplementedError
+
+    def __aiter__(self) -> ReopeningStream[T]:
         return self
 
-    async def __anext__(self) -> Event:
+    async def __anext__(self) -> T:
         while True:
             try:
                 message = await self._call.read()
@@ -53,34 +62,50 @@ class EventStream:
                 continue
             if message is grpc.aio.EOF:
                 raise StopAsyncIteration
-            event = convert.event_from_pb(message)
-            self._last = event.seq or self._last  # a live text delta has no seq
             self._failures = 0
-            return event
+            return self._converted(message)
 
     async def _reopen(self, err: grpc.RpcError) -> bool:
-        """After UNAVAILABLE: wait, then open the stream again after the last seq received."""
+        """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
         if err.code() is not grpc.StatusCode.UNAVAILABLE or self._failures >= self._resume.attempts:
             return False
         await asyncio.sleep(self._resume.delay(self._failures))
         self._failures += 1
         if self._cancelled:
             raise StopAsyncIteration
-        self._call = self._open(self._last)
+        self._call = self._open_again()
+        self.reopened += 1
         return True
-
-    def ending(self) -> None:
-        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
-        ends iteration quietly, while events already on their way are still delivered."""
-        self._cancelled = True
 
     def cancel(self) -> None:
         """Stop the stream; a pending ``__anext__`` ends the iteration."""
         self._cancelled = True
         self._call.cancel()
 
-    async def __aenter__(self) -> EventStream:
-        return self
-
     async def __aexit__(self, *exc: object) -> None:
         self.cancel()
+
+
+class EventStream(ReopeningStream[Event]):
+    """Events of one runtime in ``seq`` order: the stored ones after ``after_seq``, then live ones."""
+
+    def __init__(self, open_call: Callable[[int], Any], after_seq: int = 0,
+                 resume: ResumePolicy = RESUME) -> None:
+        self._open, self._last = open_call, after_seq
+        super().__init__(resume)
+
+    def _open_again(self) -> Any:
+        return self._open(self._last)
+
+    def _converted(self, message: Any) -> Event:
+        event = convert.event_from_pb(message)
+        self._last = event.seq or self._last  # a live text delta has no seq
+        return event
+
+    def ending(self) -> None:
+        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
+        ends iteration quietly, while events already on their way are still delivered."""
+        self._cancelled = True
+
+    async def __aenter__(self) -> EventStream:
+        return self
