@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 
 import h11
 
+from ..listen import close as close_listener
+from ..listen import listen
+
 log = logging.getLogger("toolnexus_daemon.answers")
 
 READ_TIMEOUT_S = 10.0
@@ -67,19 +70,14 @@ class HttpServer:
 
     async def start(self, address: str) -> str:
         """Listen on ``host:port``; returns it with the port resolved."""
-        host, _, port = address.rpartition(":")
-        host = host.strip("[]")
         try:
-            self._server = await asyncio.start_server(self._serve, host, int(port), ssl=self._ssl)
+            self._server, bound = await listen(self._serve, address, self._ssl)
         except OSError as exc:
             raise AnswersListenError(f"cannot serve answer links on {address}: {exc.strerror}") from exc
-        bound = self._server.sockets[0].getsockname()[1]
-        return f"{'[' + host + ']' if ':' in host else host}:{bound}"
+        return bound
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        await close_listener(self._server)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._active >= MAX_CONNECTIONS:

@@ -15,6 +15,9 @@ import logging
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from ..listen import close as close_listener
+from ..listen import listen
+
 log = logging.getLogger("toolnexus_daemon.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -33,19 +36,14 @@ class MetricsServer:
 
     async def start(self, address: str) -> str:
         """Listen on ``host:port``; returns it with the port resolved."""
-        host, _, port = address.rpartition(":")
-        host = host.strip("[]")
         try:
-            self._server = await asyncio.start_server(self._serve, host, int(port))
+            self._server, bound = await listen(self._serve, address)
         except OSError as exc:
             raise MetricsListenError(f"cannot serve metrics on {address}: {exc.strerror}") from exc
-        bound = self._server.sockets[0].getsockname()[1]
-        return f"{'[' + host + ']' if ':' in host else host}:{bound}"
+        return bound
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        await close_listener(self._server)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
