@@ -174,9 +174,10 @@ async def test_a_stalled_stream_times_out(style: str, server: ScriptedModelServe
 async def test_a_long_stream_outlives_timeout_ms(style: str, server: ScriptedModelServer,
                                                  sleep: RecordingSleep) -> None:
     """timeout_ms bounds each silence, not the whole stream, so a long answer is not cut off."""
-    # 7 (openai) or 9 (anthropic) events 40 ms apart: the whole stream takes well over 100 ms
-    server.push(as_stream(style, answer(style, "a b c"), delay_between=0.04))
-    reply = await complete(transport(style, server, sleep, timeout_ms=100, retries=0), [])
+    # 7 (openai) or 9 (anthropic) events 80 ms apart: the whole stream (0.56 s or more) takes well
+    # over the 300 ms, while each silence leaves 220 ms of slack for a loaded machine
+    server.push(as_stream(style, answer(style, "a b c"), delay_between=0.08))
+    reply = await complete(transport(style, server, sleep, timeout_ms=300, retries=0), [])
     assert reply.message["content"] == "a b c"
 
 

@@ -56,9 +56,13 @@ class Connection:
         except grpc.RpcError as err:
             raise from_rpc_error(err, self.target) from err
 
-    def stream(self, method: Callable[..., Any], request: Any) -> Iterator[Any]:
-        """A server stream's messages; its failure (other than our own cancel) becomes a CliError."""
+    def stream(self, method: Callable[..., Any], request: Any,
+               started: Callable[[Any], None] | None = None) -> Iterator[Any]:
+        """A server stream's messages; its failure (other than our own cancel) becomes a CliError.
+        ``started`` receives the call, so another thread can cancel it."""
         call = method(request, metadata=self.metadata)
+        if started is not None:
+            started(call)
         try:
             yield from call
         except grpc.RpcError as err:

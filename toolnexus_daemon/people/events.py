@@ -17,7 +17,6 @@ import json
 import queue
 import sys
 import threading
-import time
 from typing import Any
 
 from ..api._gen import runtime_pb2 as pb
@@ -30,10 +29,35 @@ REOPEN_ATTEMPTS = 30
 REOPEN_FIRST_S, REOPEN_MAX_S = 0.1, 2.0
 
 
+class _Stop:
+    """What Ctrl-C needs to end a followed stream at once: no reopen after it, and the call
+    in flight cancelled from the main thread, so nothing is left for the channel's close to
+    wait on while the process exits."""
+
+    def __init__(self) -> None:
+        self.stopped = threading.Event()
+        self.calls: list[Any] = []
+
+    def now(self) -> None:
+        self.stopped.set()
+        for call in self.calls:
+            call.cancel()
+
+
 def events(conn: Connection, ns: argparse.Namespace) -> int:
     inbox: queue.Queue[Any] = queue.Queue()
-    threading.Thread(target=_pump, args=(conn, ns, inbox), daemon=True).start()
-    idle = None if ns.follow else ns.idle
+    stop = _Stop()
+    pump = threading.Thread(target=_pump, args=(conn, ns, inbox, stop), daemon=True)
+    pump.start()
+    try:
+        return _print(inbox, None if ns.follow else ns.idle, ns.json)
+    except KeyboardInterrupt:
+        stop.now()
+        pump.join(timeout=2.0)
+        raise
+
+
+def _print(inbox: queue.Queue[Any], idle: float | None, as_json: bool) -> int:
     while True:
         try:
             item = inbox.get(timeout=idle)
@@ -43,10 +67,10 @@ def events(conn: Connection, ns: argparse.Namespace) -> int:
             return Exit.OK
         if isinstance(item, CliError):
             raise item
-        print(_line(item, ns.json), flush=True)
+        print(_line(item, as_json), flush=True)
 
 
-def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any]) -> None:
+def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any], stop: _Stop) -> None:
     """Reads the stream on its own thread so the main one can stop on a quiet stream or Ctrl-C;
     when following, reopens it after UNAVAILABLE from the last seq seen."""
     last, failures = ns.after, 0
@@ -54,16 +78,19 @@ def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any]) -> 
         request = pb.WatchRequest(runtime_id=ns.runtime, after_seq=last, types=ns.type or [],
                                   handle=ns.handle or "")
         try:
-            for event in conn.stream(conn.stub.Watch, request):
+            for event in conn.stream(conn.stub.Watch, request, started=stop.calls.append):
                 last, failures = event.seq or last, 0
                 inbox.put(event)
         except CliError as err:
+            if stop.stopped.is_set():
+                break
             if not (ns.follow and err.code == Exit.UNREACHABLE and failures < REOPEN_ATTEMPTS):
                 inbox.put(err)
                 break
             print(f"toolnexus-daemon events: {err.message}; watching again after seq {last}",
                   file=sys.stderr, flush=True)
-            time.sleep(min(REOPEN_MAX_S, REOPEN_FIRST_S * 2 ** failures))
+            if stop.stopped.wait(min(REOPEN_MAX_S, REOPEN_FIRST_S * 2 ** failures)):
+                break
             failures += 1
             continue
         break
