@@ -8,6 +8,7 @@ TOOLNEXUS_* variables of whoever runs the tests, so only what a test passes reac
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,13 @@ def model() -> Iterator[ScriptedModelServer]:
                                          "pending": {"id": FIXED_ID, "kind": "input", "prompt": "which one?"}}
                   if not (r.json() or {}).get("answer") else {"output": "chose", "is_error": False})
         yield srv
+
+
+def interruptible() -> None:
+    """``Popen(preexec_fn=...)``: the child takes SIGINT as Ctrl-C at a terminal delivers it. A
+    test run started in the background of a non-interactive shell (``nohup … &``, some CI
+    runners) inherits SIGINT *ignored*, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

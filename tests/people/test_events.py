@@ -15,7 +15,7 @@ from tests.support.grpc_client import open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import ScriptedModelServer
 
-from .conftest import TOKEN, Daemon, authed, clean_env, closed_port, run_cli, suspend
+from .conftest import TOKEN, Daemon, authed, clean_env, closed_port, interruptible, run_cli, suspend
 
 
 def test_events_prints_the_stored_log_in_seq_order(daemon: Daemon, model: ScriptedModelServer) -> None:
@@ -50,7 +50,8 @@ def test_events_follow_prints_a_new_event_until_stopped(daemon: Daemon, model: S
     spawn = pb.SpawnRequest(runtime_id=rid, agent="a")
     handle = daemon.stub.Spawn(spawn, metadata=daemon.md, timeout=10).handle
     args = [sys.executable, "-m", "toolnexus_daemon", *authed(daemon, "events", rid, "--follow")]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+                            preexec_fn=interruptible)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or ()], daemon=True).start()
     try:
@@ -87,7 +88,7 @@ def test_events_follow_goes_on_across_a_daemon_restart(tmp_path: Path, model: Sc
         args = [sys.executable, "-m", "toolnexus_daemon", "events", rid, "--follow", "--target", proc.target,
                 "--token-file", str(token_file)]
         cli = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=clean_env())
+                               env=clean_env(), preexec_fn=interruptible)
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in cli.stdout or ()], daemon=True).start()
         assert lines.get(timeout=30).split()[0] == "1"
