@@ -8,7 +8,6 @@ TOOLNEXUS_* variables of whoever runs the tests, so only what a test passes reac
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -80,11 +79,15 @@ def model() -> Iterator[ScriptedModelServer]:
         yield srv
 
 
-def interruptible() -> None:
-    """``Popen(preexec_fn=...)``: the child takes SIGINT as Ctrl-C at a terminal delivers it. A
-    test run started in the background of a non-interactive shell (``nohup … &``, some CI
-    runners) inherits SIGINT *ignored*, and Python then never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def interruptible(*args: str) -> list[str]:
+    """The argv of the CLI with SIGINT raising KeyboardInterrupt, as Ctrl-C at a terminal does,
+    whatever the test runner inherited: a CI run started in the background of a non-interactive
+    shell inherits SIGINT *ignored*, and Python then never raises it. (Not ``preexec_fn``: it
+    can deadlock the child of a parent that runs threads.)"""
+    boot = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "sys.argv = ['toolnexus-daemon', *sys.argv[1:]]; "
+            "runpy.run_module('toolnexus_daemon', run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", boot, *args]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

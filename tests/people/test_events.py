@@ -6,7 +6,6 @@ import json
 import queue
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -49,9 +48,8 @@ def test_events_follow_prints_a_new_event_until_stopped(daemon: Daemon, model: S
     rid = daemon.stub.New(new, metadata=daemon.md, timeout=10).runtime_id
     spawn = pb.SpawnRequest(runtime_id=rid, agent="a")
     handle = daemon.stub.Spawn(spawn, metadata=daemon.md, timeout=10).handle
-    args = [sys.executable, "-m", "toolnexus_daemon", *authed(daemon, "events", rid, "--follow")]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
-                            preexec_fn=interruptible)
+    args = interruptible(*authed(daemon, "events", rid, "--follow"))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or ()], daemon=True).start()
     try:
@@ -85,10 +83,10 @@ def test_events_follow_goes_on_across_a_daemon_restart(tmp_path: Path, model: Sc
             new = pb.NewRequest(agents=[pb.AgentDef(name="a", does="d")], llm=openai_llm(model.url))
             rid = stub.New(new, metadata=md, timeout=10).runtime_id
             handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="a"), metadata=md, timeout=10).handle
-        args = [sys.executable, "-m", "toolnexus_daemon", "events", rid, "--follow", "--target", proc.target,
-                "--token-file", str(token_file)]
+        args = interruptible("events", rid, "--follow", "--target", proc.target,
+                             "--token-file", str(token_file))
         cli = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=clean_env(), preexec_fn=interruptible)
+                               env=clean_env())
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in cli.stdout or ()], daemon=True).start()
         assert lines.get(timeout=30).split()[0] == "1"
