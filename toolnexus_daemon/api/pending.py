@@ -7,6 +7,9 @@ call may look at (``SCAN_FACTOR`` times the page), so a caller who may see
 few of many rows (runtimes protected by keys it lacks) gets a shorter page
 with a ``next_page_token`` instead of a call that reads the whole index.
 Page tokens are opaque: base64url of JSON naming the last row looked at.
+A handle record that cannot be read (damaged on disk) is left out of the
+page and logged with its key, so one bad record never hides every other
+person's pending question.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import math
 from dataclasses import dataclass, field, replace
 
 from ..clock import rfc3339
-from ..errors import InvalidArgument, NotFound, PermissionDenied
+from ..errors import InvalidArgument, NotFound, PermissionDenied, StoreError
 from ..model import JSON, ROOT_ID, Request
-from ..store.base import PendingQuery, PendingRow, Store
+from ..store.base import HandleKey, PendingQuery, PendingRow, Store
 from ..store.codec import MAX_ID_BYTES
 from . import convert
 from ._gen import runtime_pb2 as pb
@@ -32,6 +36,8 @@ MAX_PAGE = 1000
 # one call looks at most at this many rows per item of its page (hidden runtimes are skipped)
 SCAN_FACTOR = 10
 MAX_KIND_BYTES = 250
+
+log = logging.getLogger(__name__)
 
 
 def page_size(requested: int) -> int:
@@ -110,7 +116,7 @@ def list_pending(store: Store, query: PendingQuery, seen: Visibility) -> pb.List
         rows = store.pending(replace(query, after=last, limit=ask))
         budget -= len(rows)
         visible = [row for row in rows if seen.sees(row.runtime_id)]
-        records = dict(zip(visible, store.get_handles([(r.runtime_id, r.handle_id) for r in visible]),
+        records = dict(zip(visible, _records(store, [(r.runtime_id, r.handle_id) for r in visible]),
                            strict=True))
         for row in rows:
             last = row
@@ -127,9 +133,27 @@ def list_pending(store: Store, query: PendingQuery, seen: Visibility) -> pb.List
     return out
 
 
+def _records(store: Store, keys: list[HandleKey]) -> list[JSON | None]:
+    """The handle records of ``keys`` in one read; when that read meets a damaged record, each is
+    read alone and the damaged ones count as absent (logged), so the rest of the page still shows."""
+    try:
+        return store.get_handles(keys)
+    except StoreError:
+        return [_record(store, key) for key in keys]
+
+
+def _record(store: Store, key: HandleKey) -> JSON | None:
+    try:
+        return store.get_handle(*key)
+    except StoreError as exc:
+        log.error("pending inbox: skipped a handle record that cannot be read",
+                  extra={"runtime": key[0], "handle": key[1], "error": str(exc)})
+        return None
+
+
 def pending_item(store: Store, row: PendingRow) -> pb.PendingItem | None:
     """The item of an index row, from its handle record; None when that record moved on meanwhile."""
-    return item_of_record(row, store.get_handle(row.runtime_id, row.handle_id))
+    return item_of_record(row, _record(store, (row.runtime_id, row.handle_id)))
 
 
 def item_of_record(row: PendingRow, rec: JSON | None) -> pb.PendingItem | None:
