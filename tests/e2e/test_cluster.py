@@ -14,6 +14,7 @@ import signal
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -66,9 +67,10 @@ class Node:
         self.proc.stop()
 
 
-@pytest.fixture
-def cluster(pg_dsn: str, tmp_path: Path) -> Iterator[dict[str, Node]]:
-    nodes = {name: Node(name, pg_dsn, tmp_path) for name in ("a", "b", "c")}
+@contextmanager
+def running(names: tuple[str, ...], pg_dsn: str, tmp_path: Path) -> Iterator[dict[str, Node]]:
+    """Daemons named ``names`` on one database, started in order and all closed at the end."""
+    nodes = {name: Node(name, pg_dsn, tmp_path) for name in names}
     try:
         for node in nodes.values():
             node.start()
@@ -76,6 +78,12 @@ def cluster(pg_dsn: str, tmp_path: Path) -> Iterator[dict[str, Node]]:
     finally:
         for node in nodes.values():
             node.close()
+
+
+@pytest.fixture
+def cluster(pg_dsn: str, tmp_path: Path) -> Iterator[dict[str, Node]]:
+    with running(("a", "b", "c"), pg_dsn, tmp_path) as nodes:
+        yield nodes
 
 
 @pytest.fixture

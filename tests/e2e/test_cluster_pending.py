@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_cluster import Node, _owner, _suspend
+from tests.e2e.test_cluster import Node, _owner, _suspend, running
 from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import ScriptedModelServer
@@ -19,14 +19,8 @@ __all__ = ["pg_dsn", "pg_server"]
 
 @pytest.fixture
 def pair(pg_dsn: str, tmp_path: Path) -> Iterator[dict[str, Node]]:
-    nodes = {name: Node(name, pg_dsn, tmp_path) for name in ("a", "b")}
-    try:
-        for node in nodes.values():
-            node.start()
+    with running(("a", "b"), pg_dsn, tmp_path) as nodes:
         yield nodes
-    finally:
-        for node in nodes.values():
-            node.close()
 
 
 @pytest.fixture
