@@ -62,6 +62,8 @@ def test_blocking_client_runs_the_cycle_in_two_calls(daemon: DaemonProcess) -> N
         assert plain == f"{rt.root}/{AGENT}.3"
         assert rt.wake(plain, PROMPT) is False
 
+        with pytest.raises(ValueError, match="prompt is empty"):
+            rt.spawn(rt.root, AGENT, prompt="")
         with pytest.raises(InvalidArgument, match="the limit is 3600000"):
             rt.spawn(rt.root, AGENT, prompt=PROMPT, wait=3601)
 

@@ -174,10 +174,14 @@ export class Runtime {
    * is the settled result of that turn (or a `timeout` result), as `wait(handle, waitMs)` gives it.
    */
   async spawn(parent, agent, { budget = null, prompt = null, waitMs = null } = {}) {
+    if (prompt === '') {
+      // the daemon wakes on a non-empty prompt only: '' would spawn without the Woken promised
+      throw new TypeError('prompt is empty: pass the text that wakes the new handle, or leave it unset to only spawn');
+    }
     const request = { runtime_id: this.id, parent: parent ?? '', agent, budget: budget ? budgetFields(budget) : null,
       prompt: prompt ?? '', wait_ms: fusedWaitMs(waitMs) };
     const reply = await this.rpc('Spawn', request, fusedDeadline(request.wait_ms));
-    return prompt ? convert.wokenFromPb(reply.handle, reply) : reply.handle;
+    return prompt === null || prompt === undefined ? reply.handle : convert.wokenFromPb(reply.handle, reply);
   }
 
   /**

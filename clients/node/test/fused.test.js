@@ -50,6 +50,7 @@ it('refuses a bad waitMs or a waitMs without a prompt with InvalidArgument', asy
       (err) => err instanceof InvalidArgument && /must not be negative/.test(err.message));
     await assert.rejects(rt.spawn(rt.root, AGENT, { waitMs: 1000 }),
       (err) => err instanceof InvalidArgument && /set prompt too/.test(err.message));
+    await assert.rejects(rt.spawn(rt.root, AGENT, { prompt: '' }), /prompt is empty/);
     const handle = await rt.spawn(rt.root, AGENT);
     await assert.rejects(rt.wake(handle, PROMPT, { waitMs: 3_600_001 }),
       (err) => err instanceof InvalidArgument && /the limit is 3600000/.test(err.message));

@@ -87,6 +87,10 @@ def fused_deadline(wait: float | None) -> float | None:
 
 def spawn_request(runtime_id: str, parent: str, agent: str, budget: Budget | Mapping[str, int] | None,
                   prompt: str | None = None, wait: float | None = None) -> pb.SpawnRequest:
+    if prompt is not None and not prompt:
+        # the daemon wakes on a non-empty prompt only: "" would spawn without the Woken it promises
+        raise ValueError("prompt is empty: pass the text that wakes the new handle, or leave prompt unset "
+                         "to only spawn it")
     request = pb.SpawnRequest(runtime_id=runtime_id, parent=parent, agent=agent, prompt=prompt or "",
                               wait_ms=0 if wait is None else wait_ms(wait))
     resolved = Budget.of(budget)

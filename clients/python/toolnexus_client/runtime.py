@@ -104,7 +104,7 @@ class Runtime:
         also carries the settled result of that turn, as ``wait(handle, wait)`` would return it."""
         request = common.spawn_request(self.id, parent, agent, budget, prompt, wait)
         reply = self._rpc(self._stub.Spawn, request, common.fused_deadline(wait))
-        return convert.woken_from_pb(reply.handle, reply) if prompt else str(reply.handle)
+        return convert.woken_from_pb(reply.handle, reply) if prompt is not None else str(reply.handle)
 
     @overload
     def wake(self, handle: str, prompt: str, *, wait: None = None) -> bool: ...
