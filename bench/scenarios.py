@@ -91,7 +91,21 @@ async def _daemon_cycles(d: Daemon, prof: Profile, reps: int | None = None,
 # ----------------------------------------------------------------------------- scenario 1
 
 
-S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client_unix")
+S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client_unix",
+               "fused_tcp", "fused_unix")
+
+
+def _fused_variant(loop: asyncio.AbstractEventLoop, d: Daemon) -> interleave.Variant:
+    """The lean driver's fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs) on ``loop``."""
+    async def cycles(n: int, phases: dict[str, list[float]]) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await d.fused_cycle(phases)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    return lambda n, phases: loop.run_until_complete(cycles(n, phases))
 
 
 def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
@@ -108,6 +122,7 @@ def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
             for d in lean.values():
                 stack.callback(interleave.on_loop, loop, d.close())
             variants = {t: interleave.aio_variant(loop, d) for t, d in lean.items()}
+            variants.update({f"fused_{t}": _fused_variant(loop, d) for t, d in lean.items()})
             blocking = interleave.blocking_variant(tcp_target(proc))
             variants["python_client_tcp"] = stack.enter_context(blocking)
             for t, target in (("tcp", tcp_target(proc)), ("unix", unix_target(proc))):
@@ -121,13 +136,16 @@ def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
         loop.close()
     out: dict[str, Any] = {name: interleave.figure(res, name) for name in S1_VARIANTS}
     pairs = {"tcp_over_unix": ("tcp", "unix"), "tcp_over_python_client_tcp": ("tcp", "python_client_tcp"),
-             "aio_client_tcp_over_unix": ("aio_client_tcp", "aio_client_unix")}
+             "aio_client_tcp_over_unix": ("aio_client_tcp", "aio_client_unix"),
+             "fused_over_classic_tcp": ("fused_tcp", "tcp"),
+             "fused_over_classic_unix": ("fused_unix", "unix")}
     out["interleaved"] = {"reps": prof.interleaved_reps, "cycles_per_rep": prof.cycles,
                           **{k: interleave.paired_ratio(res, a, b) for k, (a, b) in pairs.items()},
                           "commit_probe_ms": summary(res["commit_probe_ms"], 1.0, 3)}
     out["daemon_rss_mib"] = daemon_rss
     log("s1: " + ", ".join(f"{n} {out[n]['latency_ms']['median']}" for n in S1_VARIANTS)
-        + f"; tcp/unix {out['interleaved']['tcp_over_unix']}")
+        + f"; tcp/unix {out['interleaved']['tcp_over_unix']}"
+        + f"; fused/classic tcp {out['interleaved']['fused_over_classic_tcp']['median']}")
     return out
 
 
@@ -149,14 +167,36 @@ async def _throughput(target: str, clients: int, per_rep: int, prof: Profile,
         await d.close()
 
 
+async def _throughput_pair(target: str, clients: int, per_rep: int, prof: Profile) -> dict[str, Any]:
+    """``_throughput`` of the classic cycle and of the fused one (issue 20) on one runtime, their
+    repetitions alternating (classic first on even reps, fused first on odd) so both share the weather."""
+    d = await Daemon.connect(target)
+    bodies = {"classic": lambda i: d.cycle(), "fused": lambda i: d.fused_cycle()}
+    try:
+        for body in bodies.values():
+            await run_concurrent(clients, max(prof.warmup, clients), body)
+        rates: dict[str, list[float]] = {k: [] for k in bodies}
+        for rep in range(prof.reps):
+            for name in (("classic", "fused") if rep % 2 == 0 else ("fused", "classic")):
+                elapsed = await run_concurrent(clients, per_rep, bodies[name])
+                rates[name].append(per_rep / elapsed)
+        ratios = [f / c for f, c in zip(rates["fused"], rates["classic"], strict=True)]
+        return {"cycles_per_s": summary(rates["classic"], 1.0, 1),
+                "fused": {"cycles_per_s": summary(rates["fused"], 1.0, 1),
+                          "over_classic": summary(ratios, 1.0, 3)}}
+    finally:
+        await d.close()
+
+
 def scenario2(base: Path, prof: Profile) -> dict[str, Any]:
-    """Cycle, 16 concurrent clients (asyncio tasks in one client process), synced, TCP."""
+    """Cycle, 16 concurrent clients (asyncio tasks in one client process), synced, TCP; the classic
+    4-RPC cycle and the fused 2-RPC one (issue 20), repetitions alternating on one daemon."""
     with daemon(base, name="s2") as proc:
         with Sampler(proc.proc.pid) as sampler:
-            res = asyncio.run(_throughput(tcp_target(proc), 16, prof.concurrent_cycles, prof))
+            res = asyncio.run(_throughput_pair(tcp_target(proc), 16, prof.concurrent_cycles, prof))
         res["clients"] = "16 asyncio tasks in one client process, one channel, one worker stream"
         res["daemon_peak_rss_mib"] = mib(sampler.peak)
-    log(f"s2: {res['cycles_per_s']}")
+    log(f"s2: {res['cycles_per_s']}; fused {res['fused']['cycles_per_s']}")
     return res
 
 
@@ -287,6 +327,28 @@ async def _cycle_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, An
             "transitions_per_cycle": await count_transitions(d, handles[-1])}
 
 
+async def _fused_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, Any]:
+    """``_cycle_anatomy`` for the fused cycle: 2 unary RPCs (Spawn with prompt and wait, Resume)."""
+    await d.fused_cycle()
+    assert d.worker is not None
+    calls0 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    tx0 = _txn_id(data_dir)
+    for _ in range(n):
+        await d.fused_cycle()
+    tx1 = _txn_id(data_dir)
+    calls1 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    marks = [_txn_id(data_dir)]
+    out = await d.spawn_awake()
+    marks.append(_txn_id(data_dir))
+    await d.resume(out.result.pending.id)
+    marks.append(_txn_id(data_dir))
+    return {"write_txns_per_cycle": round((tx1 - tx0) / n, 2),
+            "write_txns_by_phase": {"spawn_wake_wait": marks[1] - marks[0],
+                                    "resume_done": marks[2] - marks[1]},
+            "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
+            "unary_rpcs_per_cycle": 2}
+
+
 async def count_transitions(d: Daemon, handle: str) -> int:
     """The number of ``transition`` events of ``handle`` (read with Watch from seq 0)."""
     call = d.stub.Watch(pb.WatchRequest(runtime_id=d.runtime_id, after_seq=0, types=["transition"],
@@ -337,6 +399,7 @@ def scenario4(base: Path, prof: Profile, s1: dict[str, Any] | None) -> dict[str,
                 try:
                     if transport == "tcp":
                         res["anatomy"] = await _cycle_anatomy(d, proc.data_dir)
+                        res["fused_anatomy"] = await _fused_anatomy(d, proc.data_dir)
                     handle = await d.cycle()
                     res[f"snapshot_{transport}_ms"] = await _snapshot_latencies(d, handle, prof)
                 finally:
@@ -350,14 +413,18 @@ def scenario4(base: Path, prof: Profile, s1: dict[str, Any] | None) -> dict[str,
         echo = out["echo"][transport]
         out[f"snapshot_over_echo_{transport}"] = round(out[f"snapshot_{transport}_ms"]["median"]
                                                        / echo["unary_ms"]["median"], 2)
-        parts = (anatomy["unary_rpcs_per_cycle"] * echo["unary_ms"]["median"]
-                 + anatomy["worker_roundtrips_per_cycle"] * echo["stream_roundtrip_ms"]["median"]
-                 + anatomy["write_txns_per_cycle"] * commit)
-        out[f"sum_of_parts_{transport}_ms"] = round(parts, 3)
-        if s1 is not None:
-            out[f"cycle_over_parts_{transport}"] = round(s1[transport]["latency_ms"]["median"] / parts, 2)
+        # the classic cycle's parts (keys as before), then the fused cycle's beside them (issue 20)
+        cycles = (("", anatomy, transport), ("fused_", out["fused_anatomy"], f"fused_{transport}"))
+        for prefix, an, s1_name in cycles:
+            parts = (an["unary_rpcs_per_cycle"] * echo["unary_ms"]["median"]
+                     + an["worker_roundtrips_per_cycle"] * echo["stream_roundtrip_ms"]["median"]
+                     + an["write_txns_per_cycle"] * commit)
+            out[f"sum_of_parts_{prefix}{transport}_ms"] = round(parts, 3)
+            if s1 is not None and s1_name in s1:
+                cycle_ms = s1[s1_name]["latency_ms"]["median"]
+                out[f"cycle_over_parts_{prefix}{transport}"] = round(cycle_ms / parts, 2)
     log(f"s4: snapshot/echo tcp {out['snapshot_over_echo_tcp']}, parts tcp {out['sum_of_parts_tcp_ms']} ms, "
-        f"anatomy {anatomy}")
+        f"anatomy {anatomy}; fused {out['fused_anatomy']}")
     return out
 
 

@@ -196,6 +196,12 @@ class Daemon:
         await self.stub.Wake(pb.WakeRequest(runtime_id=self.runtime_id, handle=handle, prompt=prompt),
                              timeout=60)
 
+    async def spawn_awake(self, agent: str = AGENT, prompt: str = PROMPT,
+                          wait_ms: int = 60_000) -> pb.SpawnResponse:
+        """The fused Spawn (issue 20): spawned and woken in one commit, answered with the settled result."""
+        return await self.stub.Spawn(pb.SpawnRequest(runtime_id=self.runtime_id, parent="root", agent=agent,
+                                                     prompt=prompt, wait_ms=wait_ms), timeout=90)
+
     async def wait(self, handle: str) -> pb.TaskResult:
         return await self.stub.Wait(pb.WaitRequest(runtime_id=self.runtime_id, handle=handle,
                                                    timeout_ms=60_000), timeout=90)
@@ -238,6 +244,25 @@ class Daemon:
                              ("resume_done", t4 - t3)):
                 timings.setdefault(name, []).append(dt)
         return h
+
+
+    async def fused_cycle(self, timings: dict[str, list[float]] | None = None) -> str:
+        """The same cycle in two unary RPCs: Spawn with prompt and wait_ms (→ pending), Resume (→ done)."""
+        clock = time.perf_counter
+        t0 = clock()
+        out = await self.spawn_awake()
+        t1 = clock()
+        r = out.result
+        if r.status != "pending":
+            raise RuntimeError(f"expected pending, got {r.status}: {r.text}")
+        done = await self.resume(r.pending.id)
+        t2 = clock()
+        if done.result.status != "done" or done.result.text != "action performed":
+            raise RuntimeError(f"expected done, got {done.result.status}: {done.result.text}")
+        if timings is not None:
+            for name, dt in (("spawn_wake_wait", t1 - t0), ("resume_done", t2 - t1)):
+                timings.setdefault(name, []).append(dt)
+        return out.handle
 
 
 async def run_concurrent(n_tasks: int, total: int, body: Callable[[int], object]) -> float:

@@ -64,6 +64,22 @@ def test_grpcurl_drives_a_suspend_and_resume_with_json(daemon: DaemonProcess,
     assert (resumed["result"]["status"], resumed["result"]["text"]) == ("done", "action performed")
 
 
+def test_grpcurl_drives_the_fused_cycle_in_two_calls(daemon: DaemonProcess,
+                                                     model: ScriptedModelServer) -> None:
+    """Spawn with prompt and wait_ms (spawned, woken and settled pending in one call), then Resume."""
+    tool = {"name": "approve", "source": "webhook", "http": {"url": model.approval_url}}
+    new = _call(daemon, "New", {"agents": [{"name": "approver", "tools": [tool]}],
+                                "llm": {"style": "openai", "base_url": model.url, "model": "scripted"}})
+    rid = new["runtime_id"]
+    spawned = _call(daemon, "Spawn", {"runtime_id": rid, "agent": "approver", "prompt": "please",
+                                      "wait_ms": 10000})
+    assert spawned["handle"] == "root/approver.1" and "queued" not in spawned
+    assert (spawned["result"]["status"], spawned["result"]["pending"]["kind"]) == ("pending", "approval")
+    answer = {"id": spawned["result"]["pending"]["id"], "ok": True}
+    resumed = _call(daemon, "Resume", {"runtime_id": rid, "answer": answer})
+    assert (resumed["result"]["status"], resumed["result"]["text"]) == ("done", "action performed")
+
+
 def test_grpcurl_answers_a_reconcile_of_an_ask_tool_whose_webhook_timed_out(
         daemon: DaemonProcess, model: ScriptedModelServer) -> None:
     """docs/protocol.md §11 in JSON: on_crash "ask" is accepted (a typo is refused naming the tool); a

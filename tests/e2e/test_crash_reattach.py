@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import DaemonProcess
+from tests.support.grpc_client import open_stub
 from toolnexus_client import Context, Runtime, Tool, ToolResult, agent, registry
+from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import ScriptedModelServer, mock_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,6 +120,36 @@ def test_the_same_client_reconnects_after_kill9(tmp_path: Path) -> None:
             assert (snap.state, snap.usage_total, snap.turns_total) == ("idle", 8, 2)
     finally:
         proc.stop()
+
+
+def test_a_fused_spawn_survives_kill9_once_acknowledged(daemon: DaemonProcess) -> None:
+    """Spawn with a prompt is acknowledged only once the handle and its wake are durable (one commit):
+    killed right after, the restarted daemon still has the handle, running from its wake's checkpoint,
+    and a reattached worker finishes that turn."""
+    with connect(daemon.target, "worker", "") as first:
+        rid = first.id
+    channel, stub = open_stub(daemon.target)  # no worker now: the woken turn waits for one
+    try:
+        fused = pb.SpawnRequest(runtime_id=rid, agent=AGENT, prompt="please perform the secret action")
+        out = stub.Spawn(fused, timeout=10)
+    finally:
+        channel.close()
+    assert (out.handle, out.queued, out.HasField("result")) == (f"root/{AGENT}.1", False, False)
+    daemon.kill9()
+    daemon.start()
+
+    with connect(daemon.target, "worker", "", rid) as rt:
+        assert rt.reattached
+        result = rt.wait(out.handle, timeout=30)
+        assert result.status == "pending" and result.pending is not None
+        assert result.pending.id == f"secret-action:{out.handle}"
+        kinds: list[tuple[str, str]] = []
+        with rt.watch(handle=out.handle) as events:
+            for event in events:  # replayed from the store
+                kinds.append((event.type, event.to_state))
+                if event.type == "pending":
+                    break
+        assert kinds[:2] == [("spawned", ""), ("transition", "running")]
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ from ..config import Limits
 from ..errors import InvalidArgument
 from ._gen import runtime_pb2 as pb
 
+# the longest wait a fused Wake/Spawn (wait_ms) may ask for: the call holds an RPC open that long;
+# a longer wait is a Wait with timeout_ms (0 = without a limit), which a client can simply repeat
+MAX_WAIT_MS = 3_600_000
+
 # the store's key layout: ids are 1-250 bytes of UTF-8, NUL separates key parts (store/codec.py)
 MAX_ID_BYTES = 250
 
@@ -28,6 +32,16 @@ def check_prompt(limits: Limits, text: str, what: str) -> None:
     if size > limits.max_prompt_bytes:
         raise InvalidArgument(f"{what} is {size} bytes; the limit is {limits.max_prompt_bytes} "
                               "(--max-prompt-bytes)")
+
+
+def check_wait_ms(wait_ms: int) -> None:
+    """INVALID_ARGUMENT when a fused call's ``wait_ms`` is negative or above ``MAX_WAIT_MS``."""
+    if wait_ms < 0:
+        raise InvalidArgument(f"wait_ms is {wait_ms}; it must not be negative (0 = return once the wake is "
+                              "durable, without waiting for its result)")
+    if wait_ms > MAX_WAIT_MS:
+        raise InvalidArgument(f"wait_ms is {wait_ms}; the limit is {MAX_WAIT_MS} (one hour): wait longer "
+                              "with Wait (timeout_ms 0 waits without a limit)")
 
 
 def registry_problems(limits: Limits, req: pb.NewRequest) -> list[str]:

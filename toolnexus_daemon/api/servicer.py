@@ -22,7 +22,7 @@ from grpc import aio
 
 from ..engine.engine import Engine
 from ..engine.ownership import Moved
-from ..engine.runtime import Runtime
+from ..engine.runtime import Runtime, Woken
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID
 from ..relay import WorkerHub
@@ -34,7 +34,7 @@ from .fit import fit_result, fit_snapshots
 from .forward import Forwarder
 from .info import DaemonFacts, cluster_nodes, info_response
 from .keys import open_for_answer, open_runtime, presented_key
-from .limits import check_prompt
+from .limits import check_prompt, check_wait_ms
 from .pending_watch import CLUSTER_POLL_S, PendingHub, watch
 from .status import streaming, unary
 from .worker_channel import serve_worker
@@ -174,16 +174,44 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     @unary
     @forwarded
     async def Spawn(self, request: pb.SpawnRequest, context: Ctx) -> pb.SpawnResponse:
+        check_wait_ms(request.wait_ms)
+        if request.wait_ms and not request.prompt:
+            raise InvalidArgument("wait_ms waits for the turn a prompt starts: set prompt too "
+                                  "(or Spawn, then Wake with wait_ms)")
+        check_prompt(self.facts.limits, request.prompt, "prompt")
         rt = await self._runtime(request.runtime_id, context)
-        h = await rt.spawn(request.parent or ROOT_ID, request.agent, spawn_budget(request))
-        return pb.SpawnResponse(handle=h.id)
+        parent, budget = request.parent or ROOT_ID, spawn_budget(request)
+        if not request.prompt:
+            return pb.SpawnResponse(handle=(await rt.spawn(parent, request.agent, budget)).id)
+        woken = await rt.spawn_awake(parent, request.agent, budget, request.prompt, request.wait_ms)
+        response = pb.SpawnResponse(handle=woken.handle, queued=woken.queued)
+        await self._settled_into(response.result, woken, rt)
+        return response
 
     @unary
     @forwarded
     async def Wake(self, request: pb.WakeRequest, context: Ctx) -> pb.WakeResponse:
+        check_wait_ms(request.wait_ms)
         check_prompt(self.facts.limits, request.prompt, "prompt")
         rt = await self._runtime(request.runtime_id, context)
-        return pb.WakeResponse(queued=await rt.wake(request.handle, request.prompt))
+        woken = await rt.wake_for(request.handle, request.prompt, request.wait_ms)
+        response = pb.WakeResponse(queued=woken.queued)
+        await self._settled_into(response.result, woken, rt)
+        return response
+
+    async def _settled_into(self, out: pb.TaskResult, woken: Woken, rt: Runtime) -> None:
+        """Fill ``out`` with the woken turn's result when a wait was asked for. A shutdown (or the
+        runtime moving) that cuts the wait short leaves it unset rather than failing the call:
+        the wake is already durable, and an error would invite a retry that wakes twice."""
+        if woken.wait is None:
+            return
+        try:
+            result = await self._until_closing(woken.wait.result(), rt)
+        except Unavailable:
+            return
+        finally:
+            woken.wait.drop()  # a wait cancelled before it ran never reached its own finally
+        out.CopyFrom(fit_result(convert.result_to(result), self.facts.limits.max_message_bytes))
 
     @unary
     @forwarded

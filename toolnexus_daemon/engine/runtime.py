@@ -56,12 +56,23 @@ from .handles import HandleTable
 from .lifetime import RuntimeLifetime
 from .requests import RequestIndex
 from .resume import ResumeOutcome
+from .waiting import ResultWait
 from .watch import watch as watch_events
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
 # event seqs are stored as unsigned 64-bit keys with room to spare
 MAX_SEQ = 2**63
+
+
+@dataclass(frozen=True)
+class Woken:
+    """What a (fused) wake did: the handle, whether the wake was queued behind the parent's
+    running children, and the registered wait for its turn's result when one was asked for."""
+
+    handle: str
+    queued: bool
+    wait: ResultWait | None = None
 
 
 @dataclass
@@ -173,6 +184,29 @@ class Runtime:
         """``idle→running`` once durable (or queued behind the parent's running children)."""
         return await wakes.wake(self, self.table.handle(handle_id), prompt)
 
+    async def wake_for(self, handle_id: str, prompt: str, wait_ms: int) -> Woken:
+        """``wake``, and with ``wait_ms`` > 0 a wait for the result of the turn it starts (a queued
+        wake: the turn that consumes it), registered before the wake commits so no settle is missed."""
+        h = self.table.handle(handle_id)
+        return await self._woken(h, prompt, wait_ms, Change())
+
+    async def spawn_awake(self, parent_id: str, agent_name: str, budget: Budget | None, prompt: str,
+                          wait_ms: int) -> Woken:
+        """Spawn and wake in one commit: the ``spawned`` event and ``idle→running`` (or the queued
+        wake) are durable together, one synced commit instead of Spawn's and Wake's two."""
+        child, change = wakes.spawned(self, parent_id, agent_name, budget, "")
+        return await self._woken(child, prompt, wait_ms, change)
+
+    async def _woken(self, h: Handle, prompt: str, wait_ms: int, change: Change) -> Woken:
+        waiting = ResultWait(h, self.deps.clock, wait_ms) if wait_ms > 0 else None
+        try:
+            queued = await wakes.wake_into(self, h, prompt, change)
+        except BaseException:
+            if waiting is not None:
+                waiting.drop()
+            raise
+        return Woken(h.id, queued, waiting)
+
     async def wait(self, handle_id: str, timeout_ms: int = 0) -> TaskResult:
         h = self.table.handle(handle_id)
         if settled_result(h) is not None:
@@ -180,16 +214,7 @@ class Runtime:
             settled = settled_result(h)
             if settled is not None:
                 return settled
-        fut = self.waiter(h)
-        try:
-            if timeout_ms > 0:
-                return await self.deps.clock.wait_for(asyncio.shield(fut), timeout_ms / 1000)
-            return await asyncio.shield(fut)
-        except TimeoutError:
-            return h.result(Status.TIMEOUT, f"wait timeout after {timeout_ms}ms (child still {h.state})")
-        finally:
-            if fut in h.waiters:
-                h.waiters.remove(fut)
+        return await ResultWait(h, self.deps.clock, timeout_ms).result()
 
     def waiter(self, h: Handle) -> asyncio.Future[TaskResult]:
         fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()

@@ -1,6 +1,8 @@
 """Spawning handles and waking them, with the per-parent running-child slots (docs/protocol.md §3, §4).
 
-A wake is durable before it returns. When a (non-root) parent already has
+A wake is durable before it returns. A fused Spawn (``SpawnRequest.prompt``) builds the spawn's
+change with ``spawned`` and hands it to ``wake_into``, so the ``spawned`` event and the
+``idle→running`` transition land in one commit. When a (non-root) parent already has
 ``maxConcurrent`` running children, the wake is queued FIFO on the parent's
 record instead; a child whose turn ends frees its slot and the next queued
 wake starts (traces ``wake QUEUED …`` and ``DEQUEUED wake (slot freed)``).
@@ -24,6 +26,15 @@ if TYPE_CHECKING:
 
 async def spawn(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget | None,
                 task_key: str) -> Handle:
+    child, change = spawned(rt, parent_id, agent_name, budget, task_key)
+    await rt.commit(change)
+    return child
+
+
+def spawned(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget | None,
+            task_key: str) -> tuple[Handle, Change]:
+    """The new child in memory and the change that records it, not yet committed: a fused
+    Spawn adds its wake to the same change (``wake_into``), so both land in one commit."""
     parent = rt.table.handle(parent_id or ROOT_ID)
     agent = rt.agents.get(agent_name)
     if agent is None:
@@ -42,8 +53,7 @@ async def spawn(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Bud
     change.messages.append((children_log(parent.id), parent.spawn_count - 1, {"id": child.id}))
     change.event(child, EventType.SPAWNED, notes.spawned(child.id, child.depth, eff.max_tokens),
                  data={"agent": agent.name, "parent": parent.id})
-    await rt.commit(change)
-    return child
+    return child, change
 
 
 def check_wakeable(h: Handle) -> None:
@@ -61,6 +71,12 @@ def check_wakeable(h: Handle) -> None:
 
 async def wake(rt: RuntimeContext, h: Handle, prompt: str) -> bool:
     """Start ``h``'s turn, or queue the wake behind its siblings; returns whether it was queued."""
+    return await wake_into(rt, h, prompt, Change())
+
+
+async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> bool:
+    """``wake``, committed together with whatever ``change`` already holds (a fused Spawn's
+    ``spawned`` records); returns whether the wake was queued."""
     check_wakeable(h)
     rt.agent_of(h)
     parent = rt.handles[h.parent] if h.parent else None
@@ -69,9 +85,9 @@ async def wake(rt: RuntimeContext, h: Handle, prompt: str) -> bool:
             raise FailedPrecondition(f'handle "{h.id}" already has a queued wake')
         parent.wake_queue.append([h.id, prompt])
         note = notes.wake_queued(h.id, budgets.max_concurrent(parent))
-        await rt.commit(Change().save(parent).event(h, EventType.POST, note, data={"queued": True}))
+        await rt.commit(change.save(parent).event(h, EventType.POST, note, data={"queued": True}))
         return True
-    await _start(rt, h, prompt, Change())
+    await _start(rt, h, prompt, change)
     return False
 
 

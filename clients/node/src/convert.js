@@ -107,6 +107,11 @@ export function eventFromPb(m) {
   };
 }
 
+/** A fused Spawn/Wake reply: `result` is null without a wait (or a wait a daemon shutdown cut short). */
+export function wokenFromPb(handle, m) {
+  return { handle, queued: Boolean(m.queued), result: taskResultFromPb(m.result) };
+}
+
 export function resumeFromPb(m) {
   return { handle: m.handle, result: taskResultFromPb(m.result), duplicate: m.duplicate };
 }

@@ -142,6 +142,18 @@ export interface Event {
   data: JsonObject | null;
 }
 
+/**
+ * What a fused call answered (`spawn(..., {prompt})`, `wake(..., {waitMs})`): the handle, whether
+ * its wake was queued behind the parent's running children, and with `waitMs` the settled result
+ * of the turn the wake started (or a `timeout` result). `result` is null without a wait, or when
+ * a daemon shutdown cut the wait short: the wake is durable either way, so `wait(handle)` then.
+ */
+export interface Woken {
+  handle: string;
+  queued: boolean;
+  result: TaskResult | null;
+}
+
 /** What Resume answered: the top-most handle the cascade reached and its settled result. */
 export interface ResumeResult {
   handle: string;
@@ -456,9 +468,14 @@ export declare class Runtime {
   /** The worker stream serving this process's tools/model/resolver (null if it serves nothing). */
   readonly worker: WorkerStream | null;
   /** A new idle child handle; resolves to its id. */
-  spawn(parent: string, agent: string, options?: { budget?: Budget | null }): Promise<string>;
+  spawn(parent: string, agent: string, options?: { budget?: Budget | null; prompt?: null }): Promise<string>;
+  /** Spawn and wake with `prompt` in one durable commit; with `waitMs` also the turn's settled result. */
+  spawn(parent: string, agent: string,
+    options: { budget?: Budget | null; prompt: string; waitMs?: number | null }): Promise<Woken>;
   /** idle→running; resolves once durable, to true if the wake was queued. */
-  wake(handle: string, prompt: string): Promise<boolean>;
+  wake(handle: string, prompt: string, options?: { waitMs?: null }): Promise<boolean>;
+  /** Wake and wait up to `waitMs` for the settled result of the turn it started, in one call. */
+  wake(handle: string, prompt: string, options: { waitMs: number }): Promise<Woken>;
   /** The next result (or the last one of a settled handle); a `timeout` result after timeoutMs. */
   wait(handle: string, options?: number | { timeoutMs?: number | null }): Promise<TaskResult>;
   /** Answer a pending Request (routed by `answer.id`); resolves once the cascade settles. */

@@ -34,6 +34,17 @@ export const CHANNEL_OPTIONS = Object.freeze({
 // a Wait with a timeout is answered by the daemon; the deadline only guards against a dead one
 const WAIT_DEADLINE_SLACK_MS = 10_000;
 
+/** A fused call's `waitMs` as the daemon's `wait_ms`: unset → 0 (no wait), a positive fraction
+ * → at least 1 ms; a negative one goes as it is, for the daemon to refuse (INVALID_ARGUMENT). */
+function fusedWaitMs(waitMs) {
+  if (waitMs === null || waitMs === undefined) return 0;
+  const ms = Math.round(waitMs);
+  return waitMs < 0 ? ms : Math.max(1, ms);
+}
+
+/** The gRPC deadline of a fused call that waits (its wait plus Wait's slack); none otherwise. */
+const fusedDeadline = (waitMs) => (waitMs > 0 ? waitMs + WAIT_DEADLINE_SLACK_MS : undefined);
+
 const SILENT = Object.freeze({ debug() {}, info() {} });
 const defaultLogger = Object.freeze({
   ...SILENT,
@@ -156,15 +167,33 @@ export class Runtime {
 
   // ------------------------------------------------------------------ verbs
 
-  /** A new idle child handle of `parent` running `agent`; resolves to its id. */
-  async spawn(parent, agent, { budget = null } = {}) {
-    const request = { runtime_id: this.id, parent: parent ?? '', agent, budget: budget ? budgetFields(budget) : null };
-    return (await this.rpc('Spawn', request)).handle;
+  /**
+   * A new idle child handle of `parent` running `agent`; resolves to its id. With `prompt` the
+   * handle is also woken, in the same durable commit (one call instead of spawn then wake), and
+   * it resolves to a `Woken` `{handle, queued, result}`; with `waitMs` (at most an hour) `result`
+   * is the settled result of that turn (or a `timeout` result), as `wait(handle, waitMs)` gives it.
+   */
+  async spawn(parent, agent, { budget = null, prompt = null, waitMs = null } = {}) {
+    if (prompt === '') {
+      // the daemon wakes on a non-empty prompt only: '' would spawn without the Woken promised
+      throw new TypeError('prompt is empty: pass the text that wakes the new handle, or leave it unset to only spawn');
+    }
+    const request = { runtime_id: this.id, parent: parent ?? '', agent, budget: budget ? budgetFields(budget) : null,
+      prompt: prompt ?? '', wait_ms: fusedWaitMs(waitMs) };
+    const reply = await this.rpc('Spawn', request, fusedDeadline(request.wait_ms));
+    return prompt === null || prompt === undefined ? reply.handle : convert.wokenFromPb(reply.handle, reply);
   }
 
-  /** idle→running with `prompt`; resolves once durable, to `true` if the wake was queued. */
-  async wake(handle, prompt) {
-    return (await this.rpc('Wake', { runtime_id: this.id, handle, prompt })).queued;
+  /**
+   * idle→running with `prompt`; resolves once durable, to `true` if the wake was queued. With
+   * `waitMs` (at most an hour) it resolves to a `Woken` `{handle, queued, result}` whose `result`
+   * is the settled result of the turn it started (a queued wake: the turn that consumes it) or a
+   * `timeout` result; the daemon registers that wait before it acknowledges the wake.
+   */
+  async wake(handle, prompt, { waitMs = null } = {}) {
+    const request = { runtime_id: this.id, handle, prompt, wait_ms: fusedWaitMs(waitMs) };
+    const reply = await this.rpc('Wake', request, fusedDeadline(request.wait_ms));
+    return waitMs === null || waitMs === undefined ? reply.queued : convert.wokenFromPb(handle, reply);
   }
 
   /**

@@ -48,6 +48,7 @@ from ._types import (
     TaskResult,
     ToolResult,
     Usage,
+    Woken,
 )
 from ._watch import EventStream
 from .daemon import Daemon
@@ -82,5 +83,5 @@ __all__ = [
     "PendingStream", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
     "ResourceExhausted", "ResumeResult", "Runtime", "RuntimePage", "RuntimeSummary", "Status", "TaskResult",
     "Tool", "ToolResult", "ToolnexusError", "Transport", "Unauthenticated",
-    "Unavailable", "Unimplemented", "Usage", "agent", "registry",
+    "Unavailable", "Unimplemented", "Usage", "Woken", "agent", "registry",
 ]

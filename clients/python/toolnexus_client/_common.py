@@ -74,13 +74,34 @@ def worker_hello(dispatcher: Any, worker_id: str | None) -> pb.WorkerHello:
 
 # ------------------------------------------------------------ requests of the verbs
 
-def spawn_request(runtime_id: str, parent: str, agent: str,
-                  budget: Budget | Mapping[str, int] | None) -> pb.SpawnRequest:
-    request = pb.SpawnRequest(runtime_id=runtime_id, parent=parent, agent=agent)
+def wait_ms(wait: float) -> int:
+    """A fused call's wait in seconds as the daemon's ``wait_ms``: at least 1 ms (0 would mean no
+    wait); a negative wait goes as it is, for the daemon to refuse with INVALID_ARGUMENT."""
+    return round(wait * 1000) if wait < 0 else max(1, round(wait * 1000))
+
+
+def fused_deadline(wait: float | None) -> float | None:
+    """The gRPC deadline of a fused call that waits: its wait plus Wait's slack (none otherwise)."""
+    return None if wait is None else wait + WAIT_DEADLINE_SLACK
+
+
+def spawn_request(runtime_id: str, parent: str, agent: str, budget: Budget | Mapping[str, int] | None,
+                  prompt: str | None = None, wait: float | None = None) -> pb.SpawnRequest:
+    if prompt is not None and not prompt:
+        # the daemon wakes on a non-empty prompt only: "" would spawn without the Woken it promises
+        raise ValueError("prompt is empty: pass the text that wakes the new handle, or leave prompt unset "
+                         "to only spawn it")
+    request = pb.SpawnRequest(runtime_id=runtime_id, parent=parent, agent=agent, prompt=prompt or "",
+                              wait_ms=0 if wait is None else wait_ms(wait))
     resolved = Budget.of(budget)
     if resolved is not None:
         request.budget.CopyFrom(convert.budget_to_pb(resolved))
     return request
+
+
+def wake_request(runtime_id: str, handle: str, prompt: str, wait: float | None) -> pb.WakeRequest:
+    return pb.WakeRequest(runtime_id=runtime_id, handle=handle, prompt=prompt,
+                          wait_ms=0 if wait is None else wait_ms(wait))
 
 
 def wait_request(runtime_id: str, handle: str, timeout: float | None) -> tuple[pb.WaitRequest, float | None]:

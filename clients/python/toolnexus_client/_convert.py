@@ -33,6 +33,7 @@ from ._types import (
     TaskResult,
     ToolResult,
     Usage,
+    Woken,
 )
 
 EMPTY_SCHEMA: JSON = {"type": "object", "properties": {}}
@@ -134,6 +135,10 @@ def event_from_pb(message: pb.Event) -> Event:
                  from_state=message.from_state, to_state=message.to_state, note=message.note,
                  pending=_optional_request(message, "pending"), result=_optional_result(message, "result"),
                  at=message.at, data=_optional_struct(message, "data"))
+
+
+def woken_from_pb(handle: str, message: pb.SpawnResponse | pb.WakeResponse) -> Woken:
+    return Woken(handle=handle, queued=message.queued, result=_optional_result(message, "result"))
 
 
 def resume_from_pb(message: pb.ResumeResponse) -> ResumeResult:

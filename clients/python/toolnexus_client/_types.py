@@ -212,6 +212,19 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Woken:
+    """What a fused call answered (``spawn(..., prompt=...)``, ``wake(..., wait=...)``): the handle,
+    whether its wake was queued behind the parent's running children, and — when a wait was asked
+    for — the settled result of the turn the wake started (or a ``timeout`` result). ``result`` is
+    None without a wait, or when a daemon shutdown cut the wait short: the wake is durable either
+    way, so call ``wait(handle)`` for the result then."""
+
+    handle: str
+    queued: bool = False
+    result: TaskResult | None = None
+
+
+@dataclass(frozen=True)
 class ResumeResult:
     """What Resume answered: the top-most handle the cascade reached and its settled result."""
 

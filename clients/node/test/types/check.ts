@@ -1,7 +1,7 @@
 // Compiled (never run) by `npm run typecheck` and test/types.test.js: the declarations in
 // src/index.d.ts describe the API the way an application uses it.
 import {
-  type Context, type Event, type HandleSnapshot, type InterruptResult, type PostResult, type TaskResult, type Transport,
+  type Context, type Event, type HandleSnapshot, type InterruptResult, type PostResult, type TaskResult, type Transport, type Woken,
   Daemon, type PendingChange, type PendingItem, NotFound, Runtime, Status, Tool, ToolResult, ToolnexusError, agent, registry, tool,
 } from 'toolnexus-client';
 
@@ -29,6 +29,9 @@ export async function demo(target: string): Promise<string> {
   });
   const handle: string = await rt.spawn(rt.root, 'operator');
   const queued: boolean = await rt.wake(handle, 'go');
+  const fused: Woken = await rt.spawn(rt.root, 'operator', { prompt: 'go', waitMs: 5000 });
+  const settled: TaskResult | null = (await rt.wake(fused.handle, 'again', { waitMs: 5000 })).result;
+  void settled;
   const result: TaskResult = await rt.wait(handle, { timeoutMs: 5000 });
   if (result.status === Status.PENDING && result.pending) {
     const resumed = await rt.resume({ id: result.pending.id, ok: true }, { noWait: false });

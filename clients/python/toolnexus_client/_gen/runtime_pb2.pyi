@@ -291,38 +291,50 @@ class NewResponse(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., root: _Optional[str] = ..., reattached: _Optional[bool] = ...) -> None: ...
 
 class SpawnRequest(_message.Message):
-    __slots__ = ("runtime_id", "parent", "agent", "budget")
+    __slots__ = ("runtime_id", "parent", "agent", "budget", "prompt", "wait_ms")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     parent: str
     agent: str
     budget: Budget
-    def __init__(self, runtime_id: _Optional[str] = ..., parent: _Optional[str] = ..., agent: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ...) -> None: ...
+    prompt: str
+    wait_ms: int
+    def __init__(self, runtime_id: _Optional[str] = ..., parent: _Optional[str] = ..., agent: _Optional[str] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., prompt: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class SpawnResponse(_message.Message):
-    __slots__ = ("handle",)
+    __slots__ = ("handle", "queued", "result")
     HANDLE_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     handle: str
-    def __init__(self, handle: _Optional[str] = ...) -> None: ...
+    queued: bool
+    result: TaskResult
+    def __init__(self, handle: _Optional[str] = ..., queued: _Optional[bool] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ...) -> None: ...
 
 class WakeRequest(_message.Message):
-    __slots__ = ("runtime_id", "handle", "prompt")
+    __slots__ = ("runtime_id", "handle", "prompt", "wait_ms")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     handle: str
     prompt: str
-    def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., prompt: _Optional[str] = ...) -> None: ...
+    wait_ms: int
+    def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., prompt: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class WakeResponse(_message.Message):
-    __slots__ = ("queued",)
+    __slots__ = ("queued", "result")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     queued: bool
-    def __init__(self, queued: _Optional[bool] = ...) -> None: ...
+    result: TaskResult
+    def __init__(self, queued: _Optional[bool] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ...) -> None: ...
 
 class WaitRequest(_message.Message):
     __slots__ = ("runtime_id", "handle", "timeout_ms")

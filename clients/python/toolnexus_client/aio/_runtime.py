@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import grpc
 import grpc.aio
@@ -24,7 +24,16 @@ from .. import _convert as convert
 from .._defs import Budget, Llm, Registry
 from .._gen import runtime_pb2 as pb
 from .._gen import runtime_pb2_grpc as pb_grpc
-from .._types import Answer, HandleSnapshot, Info, InterruptResult, PostResult, ResumeResult, TaskResult
+from .._types import (
+    Answer,
+    HandleSnapshot,
+    Info,
+    InterruptResult,
+    PostResult,
+    ResumeResult,
+    TaskResult,
+    Woken,
+)
 from ..errors import from_rpc_error
 from ._dispatch import AsyncResolver, AsyncTransport, Dispatcher
 from ._watch import EventStream
@@ -80,15 +89,38 @@ class Runtime:
 
     # ------------------------------------------------------------ verbs
 
-    async def spawn(self, parent: str, agent: str, budget: Budget | Mapping[str, int] | None = None) -> str:
-        """A new idle child handle of ``parent`` running ``agent``; returns its id."""
-        reply = await self._rpc(self._stub.Spawn, common.spawn_request(self.id, parent, agent, budget))
-        return str(reply.handle)
+    @overload
+    async def spawn(self, parent: str, agent: str, budget: Budget | Mapping[str, int] | None = None, *,
+                    prompt: None = None) -> str: ...
+    @overload
+    async def spawn(self, parent: str, agent: str, budget: Budget | Mapping[str, int] | None = None, *,
+                    prompt: str, wait: float | None = None) -> Woken: ...
 
-    async def wake(self, handle: str, prompt: str) -> bool:
-        """idle→running with ``prompt``; returns once durable (True if the wake was queued)."""
-        request = pb.WakeRequest(runtime_id=self.id, handle=handle, prompt=prompt)
-        return bool((await self._rpc(self._stub.Wake, request)).queued)
+    async def spawn(self, parent: str, agent: str, budget: Budget | Mapping[str, int] | None = None, *,
+                    prompt: str | None = None, wait: float | None = None) -> str | Woken:
+        """A new idle child handle of ``parent`` running ``agent``; returns its id.
+
+        With ``prompt`` the handle is also woken, in the same durable commit (one call instead of
+        spawn then wake), and a ``Woken`` is returned; with ``wait`` (seconds, at most an hour) it
+        also carries the settled result of that turn, as ``wait(handle, wait)`` would return it."""
+        request = common.spawn_request(self.id, parent, agent, budget, prompt, wait)
+        reply = await self._rpc(self._stub.Spawn, request, common.fused_deadline(wait))
+        return convert.woken_from_pb(reply.handle, reply) if prompt is not None else str(reply.handle)
+
+    @overload
+    async def wake(self, handle: str, prompt: str, *, wait: None = None) -> bool: ...
+    @overload
+    async def wake(self, handle: str, prompt: str, *, wait: float) -> Woken: ...
+
+    async def wake(self, handle: str, prompt: str, *, wait: float | None = None) -> bool | Woken:
+        """idle→running with ``prompt``; returns once durable (True if the wake was queued).
+
+        With ``wait`` (seconds, at most an hour) it returns a ``Woken`` carrying the settled result
+        of the turn it started (a queued wake: the turn that consumes it), or a ``timeout`` result,
+        in one call: the daemon registers the wait before the wake is acknowledged."""
+        request = common.wake_request(self.id, handle, prompt, wait)
+        reply = await self._rpc(self._stub.Wake, request, common.fused_deadline(wait))
+        return bool(reply.queued) if wait is None else convert.woken_from_pb(handle, reply)
 
     async def wait(self, handle: str, timeout: float | None = None) -> TaskResult:
         """The next result of ``handle``; after ``timeout`` seconds a ``timeout`` result."""
