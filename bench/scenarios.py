@@ -199,9 +199,40 @@ def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
         lg.close()
     for v in out.values():
         v.setdefault("cycles_per_s", round(1e3 / v["latency_ms"]["median"], 1))
-    log("s3: " + ", ".join(f"{k} {v['latency_ms']['median']} ms" for k, v in out.items())
+    out["beside_daemon"] = _s3_beside_daemon(base, prof)
+    log("s3: " + ", ".join(f"{k} {v['latency_ms']['median']} ms" for k, v in out.items() if "latency_ms" in v)
         + "; LangGraph+SQLite 16 threads cycles/s: "
-        + ", ".join(f"{m} {_sqlite_threads(out, m)}" for m in ("async", "sync")))
+        + ", ".join(f"{m} {_sqlite_threads(out, m)}" for m in ("async", "sync"))
+        + "; beside the daemon, daemon / LangGraph per repetition: "
+        + ", ".join(f"{m} {out['beside_daemon'][f'daemon_over_langgraph_{m}']['median']}" for m in peers.MODES))
+    return out
+
+
+def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
+    """S1's ratio taken in the same moments: the lean driver's cycle over TCP (as s1 runs it,
+    ``interleave.aio_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
+    by cycle (bench/interleave.py), so a slow-disk window falls on all three; per-repetition ratios."""
+    loop = asyncio.new_event_loop()
+    lg = peers.LangGraph(base / "langgraph-beside.sqlite")
+    try:
+        with daemon(base, name="s3-beside", unix=False) as proc:
+            d = interleave.on_loop(loop, Daemon.connect(tcp_target(proc)))
+            try:
+                variants: dict[str, interleave.Variant] = {"daemon_tcp": interleave.aio_variant(loop, d)}
+                for mode in peers.MODES:
+                    variants[f"langgraph_{mode}"] = (
+                        lambda n, phases, mode=mode: peers.langgraph_cycles(n, lg, mode))
+                res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps,
+                                     cycles=prof.cycles, label="s3 beside the daemon")
+            finally:
+                interleave.on_loop(loop, d.close())
+    finally:
+        lg.close()
+        loop.close()
+    out: dict[str, Any] = {name: interleave.figure(res, name)["latency_ms"] for name in res["reps_s"]}
+    out["reps"], out["cycles_per_rep"] = prof.interleaved_reps, prof.cycles
+    for mode in peers.MODES:
+        out[f"daemon_over_langgraph_{mode}"] = interleave.paired_ratio(res, "daemon_tcp", f"langgraph_{mode}")
     return out
 
 

@@ -64,6 +64,18 @@ def test_s1_is_judged_against_both_durability_modes() -> None:
     assert set(_by_mode(_verdicts({"scenarios": {}}, "S1 ")).values()) == {"not run"}
 
 
+def test_s1_reads_the_interleaved_ratio_when_s3_ran_beside_the_daemon() -> None:
+    # the medians of s1 and s3 were taken at different moments (1.2×); interleaved, the ratio is 0.9
+    res = _sqlite_results(12.0, 100, lg_async_ms=10.0, lg_sync_ms=10.0)
+    res["scenarios"]["s3"]["beside_daemon"] = {
+        "reps": 7, "daemon_tcp": _s(9.0), "langgraph_async": _s(10.0), "langgraph_sync": _s(8.0),
+        "daemon_over_langgraph_async": _s(0.9), "daemon_over_langgraph_sync": _s(1.12)}
+    rows = {g["goal"]: g for g in report.goals(res)
+            if g["goal"].startswith("S1 ") and "shipped" not in g["goal"]}
+    assert sorted((g["value"], g["status"]) for g in rows.values()) == [(0.9, "met"), (1.12, "MISSED")]
+    assert all("ratio of medians 1.2" in g["detail"] for g in rows.values())
+
+
 def test_s2_reads_the_better_of_one_and_sixteen_langgraph_threads() -> None:
     # one thread: 1 / 10 ms = 100/s; 3× is 300/s
     one = _by_mode(_verdicts(_sqlite_results(9.0, 310, 10.0, 10.0), "S2 "))
@@ -279,3 +291,33 @@ def test_alternations_give_every_variant_a_turn_in_every_repetition() -> None:
     paired = out["pg_over"]["langgraph_sync_threads"]["median"]
     assert paired == pytest.approx(out["pg"]["median"] / 50, rel=0.5)
     assert set(out) == {"lmdb", "pg", "peers", "pg_over"}
+
+
+def test_the_table_shows_the_new_peer_rows() -> None:
+    from pathlib import Path
+
+    res = _sqlite_results(9.0, 300, 8.0, 10.0, threads=(50.0, 60.0))
+    res["scenarios"]["s3"]["beside_daemon"] = {
+        "reps": 7, "cycles_per_rep": 20, "daemon_tcp": _s(9.0), "langgraph_async": _s(10.0),
+        "langgraph_sync": _s(8.0), "daemon_over_langgraph_async": _s(0.9),
+        "daemon_over_langgraph_sync": _s(1.12)}
+    pg_part = _pg_results(12.0, 15.0, 16.0, 250, 1.0, lg_threads=40.0)["scenarios"]
+    pg_res = pg_part["pg"]
+    pg_res.update({"server": {}, "pg_over_lmdb_transitions": {}, "transitions_per_cycle": 5})
+    pg_res["daemon"]["write_txns_per_cycle"] = {"lmdb": 7, "pg": 7}
+    pg_res["daemon"]["anatomy"]["pg"]["rpcs"] = {"Spawn": 1.0}
+    for store in ("lmdb", "pg"):
+        pg_res["daemon"]["cycle"][store]["phases_ms"] = {}
+    for mode in ("async", "sync"):
+        pg_res["langgraph_pg"][mode]["write_txns_per_cycle"] = 11
+    res["scenarios"].update(pg_part)
+    res.update({"profile": {"name": "quick", "reps": 3}, "elapsed_s": 1, "goals": report.goals(res),
+                "machine": {"cores": 2, "cpu": "x", "memory_gib": 1, "python": "3.11",
+                            "loadavg_at_start": [0], "git": "abc", "versions": {}}})
+    table = report.render(res, Path("run.json"))
+    for text in ("durability=sync, 16 threads (a saver each) | 60 |",
+                 "shipped asyncio client (toolnexus_client.aio)", "daemon, PostgreSQL, 16 asyncio tasks",
+                 "one durable PostgreSQL commit", "Peers beside the daemon",
+                 "PostgreSQL cycle anatomy (measured): 4 unary RPCs", "S4-PG cycle ≤ 1.5×",
+                 "S2-PG 16 clients"):
+        assert text in table, text
