@@ -35,7 +35,6 @@ from .scenarios import Profile, _txn_id
 from .tnx_aio import Daemon, run_concurrent
 
 STORES = ("lmdb", "pg")
-PEERS = ("langgraph_async", "langgraph_sync")
 CLIENTS = (1, 8, 16, 64)
 S2_CLIENTS = 16
 
