@@ -7,9 +7,10 @@ another for LangGraph. Two daemons run at once, one on synced LMDB and one with
 ``--store postgresql://…`` (synchronous_commit on), and their repetitions
 alternate (LMDB, PG, then PG, LMDB, …): on a shared, noisy 2-core machine a burst
 of someone else's load then falls on both sides, not on one, and the ratios
-stay meaningful. LangGraph with PostgresSaver (its own database of the same server)
-takes part in the same alternation in both durability modes, so the S1-PG ratios are
-per repetition too. Write transactions, worker round trips and unary RPCs per cycle
+stay meaningful. The sequential cycles of both daemons and of LangGraph with
+PostgresSaver (its own database of the same server) in both durability modes are
+interleaved cycle by cycle (``bench/interleave.py``), so the S1-PG ratios are per
+repetition. Write transactions, worker round trips and unary RPCs per cycle
 are counted on both stores (LMDB's ``last_txnid``, the server's next transaction id,
 the worker's counters, a counting stub), and one durable commit of the store's shape
 is sampled after every repetition: the parts of S4-PG. S2-PG: 16 concurrent clients
@@ -21,14 +22,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolnexus_daemon.store.pg_write import SQL, _write
 
-from . import peers
+from . import interleave, peers
 from .common import daemon, log, summary, tcp_target
 from .pg_server import durable_server, next_xid
 from .scenarios import Profile, _txn_id
@@ -38,10 +39,6 @@ STORES = ("lmdb", "pg")
 CLIENTS = (1, 8, 16, 64)
 S2_CLIENTS = 16
 
-# one sequential cycle of a variant (a daemon's, or LangGraph's run inline on the loop)
-CycleFn = Callable[[dict[str, list[float]]], Awaitable[Any]]
-
-
 def _order(rep: int, names: tuple[str, ...] = STORES) -> tuple[str, ...]:
     """The order of a repetition, rotated by one every repetition, so no variant is always first
     (two variants alternate: LMDB, PG, then PG, LMDB…)."""
@@ -49,50 +46,25 @@ def _order(rep: int, names: tuple[str, ...] = STORES) -> tuple[str, ...]:
     return names[k:] + names[:k]
 
 
-def _langgraph_cycle(lg: peers.LangGraph, mode: str) -> CycleFn:
-    async def cycle(phases: dict[str, list[float]]) -> None:
-        lg.cycle(mode)  # blocking, on the loop: nothing else runs while a sequential cycle is measured
-
-    return cycle
-
-
-async def _cycles(variants: dict[str, CycleFn], prof: Profile,
-                  commit: Callable[[], float] | None = None) -> dict[str, Any]:
-    """Sequential cycles, repetitions alternating between the variants (the two daemons and LangGraph
-    in both durability modes): latency and phases (ms), per-repetition ratios of the PostgreSQL cycle
-    to each other variant, and — with ``commit`` — the durable-commit floor sampled after each
-    repetition (ms)."""
-    names = tuple(variants)
-    for fn in variants.values():
-        for _ in range(prof.warmup):
-            await fn({})
-    reps: dict[str, list[float]] = {k: [] for k in names}
-    phases: dict[str, dict[str, list[float]]] = {k: {} for k in names}
-    floor: list[float] = []
-    for rep in range(prof.reps):
-        for name in _order(rep, names):
-            lat: list[float] = []
-            rep_phases: dict[str, list[float]] = {}
-            for _ in range(prof.cycles):
-                t0 = time.perf_counter()
-                await variants[name](rep_phases)
-                lat.append(time.perf_counter() - t0)
-            reps[name].append(_median(lat))
-            for k, v in rep_phases.items():
-                phases[name].setdefault(k, []).append(_median(v))
-        if commit is not None:
-            floor.append(commit())
-    out: dict[str, Any] = {name: {"latency_ms": summary(reps[name], 1e3)} for name in names}
-    for name in names:
-        if phases[name]:
-            out[name]["phases_ms"] = {k: summary(v, 1e3)["median"] for k, v in phases[name].items()}
-    if "pg" in reps:
-        out["pg_over"] = {name: summary([a / b for a, b in zip(reps["pg"], reps[name], strict=True)], 1.0, 3)
-                          for name in names if name != "pg"}
-    if floor:  # with each repetition's own figures, so S4-PG can be read per repetition too
-        out["pg_commit_ms"] = summary(floor, 1.0, 4)
-        out["pg_commit_reps_ms"] = [round(x, 4) for x in floor]
-        out["pg_reps_ms"] = [round(x * 1e3, 3) for x in reps.get("pg", [])]
+def _cycles(loop: asyncio.AbstractEventLoop, ds: dict[str, Daemon], lg: peers.LangGraph, prof: Profile,
+            floor: Any = None) -> dict[str, Any]:
+    """Sequential cycles of the two daemons and of LangGraph in both durability modes, interleaved cycle
+    by cycle (bench/interleave.py: a round is one cycle of each in a rotated order, so a slow-disk
+    window falls on all four): latency and phases (ms), the per-repetition ratios of the PostgreSQL
+    cycle to each other variant, and — with ``floor`` — the durable commit sampled after each
+    repetition (ms), kept per repetition so S4-PG can be read per repetition too."""
+    variants: dict[str, interleave.Variant] = {store: interleave.aio_variant(loop, d) for store, d in ds.items()}
+    for mode in peers.MODES:
+        variants[f"langgraph_{mode}"] = lambda n, phases, mode=mode: peers.langgraph_cycles(n, lg, mode)
+    res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps, cycles=prof.cycles,
+                         probe=floor, label="pg")
+    out: dict[str, Any] = {name: interleave.figure(res, name) for name in variants}
+    out["pg_over"] = {name: interleave.paired_ratio(res, "pg", name) for name in variants if name != "pg"}
+    out["interleaved"] = {"reps": prof.interleaved_reps, "cycles_per_rep": prof.cycles}
+    if res["commit_probe_ms"]:
+        out["pg_commit_ms"] = summary(res["commit_probe_ms"], 1.0, 4)
+        out["pg_commit_reps_ms"] = list(res["commit_probe_ms"])
+        out["pg_reps_ms"] = [round(x * 1e3, 3) for x in res["reps_s"]["pg"]]
     return out
 
 
@@ -240,32 +212,33 @@ def _threaded_rate(lanes: list[peers.LangGraph], total: int, mode: str) -> Calla
 def _daemons(base: Path, prof: Profile, dsn: str, per_cycle: int, lg: peers.LangGraph,
              lanes: list[peers.LangGraph], floor: CommitFloor) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with daemon(base, name="pg-lmdb", unix=False) as lm, \
-            daemon(base, "--store", dsn, name="pg-pg", unix=False) as pgd:
-        async def run() -> None:
-            ds = {"lmdb": await Daemon.connect(tcp_target(lm)), "pg": await Daemon.connect(tcp_target(pgd))}
+    loop = asyncio.new_event_loop()
+    try:
+        with daemon(base, name="pg-lmdb", unix=False) as lm, \
+                daemon(base, "--store", dsn, name="pg-pg", unix=False) as pgd:
+            ds = {"lmdb": interleave.on_loop(loop, Daemon.connect(tcp_target(lm))),
+                  "pg": interleave.on_loop(loop, Daemon.connect(tcp_target(pgd)))}
             try:
-                variants: dict[str, CycleFn] = {store: (lambda ph, d=d: d.cycle(ph)) for store, d in ds.items()}
-                for mode in peers.MODES:
-                    variants[f"langgraph_{mode}"] = _langgraph_cycle(lg, mode)
-                out["cycle"] = await _cycles(variants, prof, floor.sample)
-                log("pg cycle: " + ", ".join(f"{k} {out['cycle'][k]['latency_ms']}" for k in variants)
-                    + f"; commit floor {out['cycle']['pg_commit_ms']} ms")
-                out["anatomy"] = {"lmdb": await _anatomy(ds["lmdb"], lambda: _txn_id(lm.data_dir)),
-                                  "pg": await _anatomy(ds["pg"], lambda: next_xid(dsn))}
+                out["cycle"] = _cycles(loop, ds, lg, prof, floor)
+                names = (*ds, *(f"langgraph_{m}" for m in peers.MODES))
+                log("pg cycle: " + ", ".join(f"{k} {out['cycle'][k]['latency_ms']}" for k in names)
+                    + f"; commit floor {out['cycle'].get('pg_commit_ms')} ms")
+                counters = {"lmdb": lambda: _txn_id(lm.data_dir), "pg": lambda: next_xid(dsn)}
+                out["anatomy"] = {k: interleave.on_loop(loop, _anatomy(ds[k], counters[k])) for k in ds}
                 out["write_txns_per_cycle"] = {k: v["write_txns_per_cycle"] for k, v in out["anatomy"].items()}
                 for mode in peers.MODES:  # warm the lanes: connections, statements, pages
                     peers.langgraph_threaded(lanes, len(lanes) * 2, mode)
                 for clients in CLIENTS:
                     threaded = {f"langgraph_{m}_threads": _threaded_rate(lanes, prof.concurrent_cycles, m)
                                 for m in peers.MODES} if clients == S2_CLIENTS else None
-                    out[f"transitions_{clients}"] = await _rates(ds, clients, prof, per_cycle, threaded)
+                    out[f"transitions_{clients}"] = interleave.on_loop(
+                        loop, _rates(ds, clients, prof, per_cycle, threaded))
                     log(f"pg transitions x{clients}: {out[f'transitions_{clients}']}")
             finally:
                 for d in ds.values():
-                    await d.close()
-
-        asyncio.run(run())
+                    interleave.on_loop(loop, d.close())
+    finally:
+        loop.close()
     return out
 
 

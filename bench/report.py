@@ -196,7 +196,7 @@ def _pg_cycle_goals(s: dict[str, Any], add: Any) -> None:
         paired = _get(pg, "daemon", "cycle", "pg_over", f"langgraph_{mode}")
         detail = f"daemon on PostgreSQL {pg_ms} ms vs LangGraph+PostgresSaver {lg} ms"
         if paired:  # LangGraph took turns with the daemons: the per-repetition ratios share their weather
-            detail += f" (ratio of medians {r}); median of {paired['n']} alternating per-repetition ratios, " \
+            detail += f" (ratio of medians {r}); median of {paired['n']} interleaved per-repetition ratios, " \
                       f"range {paired['min']}–{paired['max']}"
             r = round(paired["median"], 2)
         add(f"S1-PG cycle ≤ 1.0× LangGraph+PostgreSQL ({MODE_LABEL[mode]})", r, "≤ 1.0",

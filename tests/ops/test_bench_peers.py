@@ -254,7 +254,7 @@ def test_alternations_give_every_variant_a_turn_in_every_repetition() -> None:
 
     from bench.scenarios import QUICK
 
-    prof = dataclasses.replace(QUICK, warmup=1, reps=4, cycles=3, transition_secs=0.01)
+    prof = dataclasses.replace(QUICK, warmup=1, reps=4, interleaved_reps=4, cycles=3, transition_secs=0.01)
     turns: list[str] = []
 
     class FakeDaemon:
@@ -266,17 +266,28 @@ def test_alternations_give_every_variant_a_turn_in_every_repetition() -> None:
             await asyncio.sleep(0)
             return "h"
 
-    def variant(name: str) -> Any:
-        async def cycle(phases: dict[str, list[float]]) -> None:
-            turns.append(name)
-        return cycle
+    class FakeLangGraph:
+        def cycle(self, durability: str | None = None) -> None:
+            turns.append(f"langgraph_{durability}")
 
-    commits = iter([1.0, 2.0, 3.0, 4.0])
-    res = asyncio.run(pg._cycles({n: variant(n) for n in ("lmdb", "pg", "langgraph_async")}, prof,
-                                 lambda: next(commits)))
+    class Floor:
+        samples = iter([1.0, 2.0, 3.0, 4.0])
+
+        def sample(self) -> float:
+            return next(self.samples)
+
+    loop = asyncio.new_event_loop()
+    try:
+        ds = {"lmdb": FakeDaemon("lmdb"), "pg": FakeDaemon("pg")}
+        res = pg._cycles(loop, ds, FakeLangGraph(), prof, Floor())  # type: ignore[arg-type]
+    finally:
+        loop.close()
     assert res["pg_commit_reps_ms"] == [1.0, 2.0, 3.0, 4.0] and len(res["pg_reps_ms"]) == 4
-    assert set(res["pg_over"]) == {"lmdb", "langgraph_async"} and res["pg_over"]["lmdb"]["n"] == 4
-    assert turns.count("pg") == turns.count("lmdb") == 1 + 4 * 3
+    assert set(res["pg_over"]) == {"lmdb", "langgraph_async", "langgraph_sync"}
+    assert res["pg_over"]["lmdb"]["n"] == 4 and res["interleaved"] == {"reps": 4, "cycles_per_rep": 3}
+    # one warm-up cycle each, then 4 repetitions of 3 rounds, a round one cycle of each
+    assert {n: turns.count(n) for n in set(turns)} == {n: 1 + 4 * 3 for n in
+                                                        ("lmdb", "pg", "langgraph_async", "langgraph_sync")}
 
     peer_calls: list[int] = []
 
