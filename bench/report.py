@@ -253,8 +253,8 @@ def _pg_goals(s: dict[str, Any], add: Any) -> None:
     lm_ms = _get(pg, "daemon", "cycle", "lmdb", "latency_ms", "median")
     r = pg.get("pg_over_lmdb_cycle")
     add("P1 daemon PostgreSQL cycle ≤ 1.5× its LMDB cycle", r, "≤ 1.5", None if r is None else r <= 1.5,
-        f"PostgreSQL {pg_ms} ms vs LMDB {lm_ms} ms (same run, alternating repetitions); write transactions per "
-        f"cycle {_get(pg, 'daemon', 'write_txns_per_cycle')}")
+        f"PostgreSQL {pg_ms} ms vs LMDB {lm_ms} ms (same run, interleaved cycle by cycle with LangGraph); write "
+        f"transactions per cycle {_get(pg, 'daemon', 'write_txns_per_cycle')}")
     for mode in ("async", "sync"):
         r = _get(pg, "pg_over_langgraph_pg", mode)
         add(f"P2 daemon PostgreSQL cycle < LangGraph+PostgresSaver (durability={mode})", r, "< 1.0",
