@@ -23,6 +23,8 @@ import asyncio
 import itertools
 import operator
 import sqlite3
+import statistics
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -222,8 +224,80 @@ def langgraph_cycles(n: int, lg: LangGraph, durability: str | None = None) -> li
     return out
 
 
+def langgraph_threaded(lanes: list[LangGraph], total: int, durability: str | None = None) -> float:
+    """``total`` cycles on one thread per lane (each cycle its own ``thread_id``); returns the elapsed
+    seconds. A lane is a compiled graph with a saver and a connection of its own: both savers hold a
+    lock around every database operation (``SqliteSaver.cursor``, ``PostgresSaver._cursor``, even
+    with a connection pool), so threads sharing one saver take turns at the database; with a saver
+    each they share only the GIL (released during fsyncs and PostgreSQL round trips) and the
+    database's own locking (SQLite: one writer at a time, WAL)."""
+    counter = itertools.count()
+    errors: list[BaseException] = []
+
+    def lane(lg: LangGraph) -> None:
+        try:
+            while next(counter) < total:
+                lg.cycle(durability)
+        except BaseException as exc:  # noqa: BLE001 (re-raised on the calling thread below)
+            errors.append(exc)
+
+    workers = [threading.Thread(target=lane, args=(lg,), name=f"langgraph-{i}") for i, lg in enumerate(lanes)]
+    t0 = time.perf_counter()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"langgraph with {len(lanes)} threads failed: {errors[0]!r}") from errors[0]
+    return elapsed
+
+
+def alternate(modes: tuple[str, ...], rep: int) -> tuple[str, ...]:
+    """The order of ``modes`` in repetition ``rep``: forwards, then backwards, so neither is always first."""
+    return modes if rep % 2 == 0 else modes[::-1]
+
+
+MODES = ("async", "sync")  # LangGraph's default durability, then a checkpoint written before each step returns
+
+
+def measure_modes(lg: LangGraph, *, warmup: int, reps: int, cycles: int,
+                  lanes: list[LangGraph] | None = None, concurrent_cycles: int = 0) -> dict[str, Any]:
+    """LangGraph in both durability modes, repetitions alternating between them (async, sync, then
+    sync, async…) so a slow-disk window falls on both: per mode the single-threaded latency (ms, the
+    median of each repetition's median) and 1 / that median as cycles/s; with ``lanes`` the rate of
+    one thread per lane, ``concurrent_cycles`` cycles per repetition. The peer's throughput is the
+    better of the two (``best_cycles_per_s``, ``best_of``)."""
+    from .common import summary
+
+    threads = len(lanes or [])
+    for mode in MODES:
+        langgraph_cycles(warmup, lg, mode)
+        if lanes:
+            langgraph_threaded(lanes, threads * 2, mode)
+    lat: dict[str, list[float]] = {m: [] for m in MODES}
+    rates: dict[str, list[float]] = {m: [] for m in MODES}
+    for rep in range(reps):
+        for mode in alternate(MODES, rep):
+            lat[mode].append(statistics.median(langgraph_cycles(cycles, lg, mode)))
+            if lanes:
+                rates[mode].append(concurrent_cycles / langgraph_threaded(lanes, concurrent_cycles, mode))
+    out: dict[str, Any] = {}
+    for mode in MODES:
+        fig: dict[str, Any] = {"latency_ms": summary(lat[mode], 1e3), "durability": mode}
+        fig["cycles_per_s"] = round(1e3 / fig["latency_ms"]["median"], 1)
+        fig["best_cycles_per_s"], fig["best_of"] = fig["cycles_per_s"], "1 thread, 1 / median cycle"
+        if lanes:
+            rate = summary(rates[mode], 1.0, 1)
+            fig[f"threads_{threads}"] = {"cycles_per_s": rate, "threads": threads,
+                                         "how": "one thread per lane, a saver and a connection each"}
+            if rate["median"] > fig["cycles_per_s"]:
+                fig["best_cycles_per_s"], fig["best_of"] = rate["median"], f"{threads} threads"
+        out[mode] = fig
+    return out
+
+
 if __name__ == "__main__":  # a quick look: python -m bench.peers
-    import statistics
     import tempfile
 
     ref_times = asyncio.run(reference_cycles(200))

@@ -7,77 +7,142 @@ another for LangGraph. Two daemons run at once, one on synced LMDB and one with
 ``--store postgresql://…`` (synchronous_commit on), and their repetitions
 alternate (LMDB, PG, then PG, LMDB, …): on a shared, noisy 2-core machine a burst
 of someone else's load then falls on both sides, not on one, and the ratios
-stay meaningful. Write transactions per cycle are counted on both stores (LMDB's
-``last_txnid``, the server's next transaction id).
+stay meaningful. The sequential cycles of both daemons and of LangGraph with
+PostgresSaver (its own database of the same server) in both durability modes are
+interleaved cycle by cycle (``bench/interleave.py``), so the S1-PG ratios are per
+repetition. Write transactions, worker round trips and unary RPCs per cycle
+are counted on both stores (LMDB's ``last_txnid``, the server's next transaction id,
+the worker's counters, a counting stub), and one durable commit of the store's shape
+is sampled after every repetition: the parts of S4-PG. S2-PG: 16 concurrent clients
+on each store against LangGraph's best of one thread and 16 threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import peers
+from toolnexus_daemon.store.pg_write import SQL, _write
+
+from . import interleave, peers
 from .common import daemon, log, summary, tcp_target
 from .pg_server import durable_server, next_xid
 from .scenarios import Profile, _txn_id
 from .tnx_aio import Daemon, run_concurrent
 
 STORES = ("lmdb", "pg")
-CLIENTS = (1, 8, 64)
+CLIENTS = (1, 8, 16, 64)
+S2_CLIENTS = 16
+
+def _order(rep: int, names: tuple[str, ...] = STORES) -> tuple[str, ...]:
+    """The order of a repetition, rotated by one every repetition, so no variant is always first
+    (two variants alternate: LMDB, PG, then PG, LMDB…)."""
+    k = rep % len(names)
+    return names[k:] + names[:k]
 
 
-def _order(rep: int) -> tuple[str, ...]:
-    return STORES if rep % 2 == 0 else STORES[::-1]
+def _cycles(loop: asyncio.AbstractEventLoop, ds: dict[str, Daemon], lg: peers.LangGraph, prof: Profile,
+            floor: Any = None) -> dict[str, Any]:
+    """Sequential cycles of the two daemons and of LangGraph in both durability modes, interleaved cycle
+    by cycle (bench/interleave.py: a round is one cycle of each in a rotated order, so a slow-disk
+    window falls on all four): latency and phases (ms), the per-repetition ratios of the PostgreSQL
+    cycle to each other variant, and — with ``floor`` — the durable commit sampled after each
+    repetition (ms), kept per repetition so S4-PG can be read per repetition too."""
+    variants: dict[str, interleave.Variant] = {store: interleave.aio_variant(loop, d) for store, d in ds.items()}
+    for mode in peers.MODES:
+        variants[f"langgraph_{mode}"] = lambda n, phases, mode=mode: peers.langgraph_cycles(n, lg, mode)
+    res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps, cycles=prof.cycles,
+                         probe=floor, label="pg")
+    out: dict[str, Any] = {name: interleave.figure(res, name) for name in variants}
+    out["pg_over"] = {name: interleave.paired_ratio(res, "pg", name) for name in variants if name != "pg"}
+    out["interleaved"] = {"reps": prof.interleaved_reps, "cycles_per_rep": prof.cycles}
+    if res["commit_probe_ms"]:
+        out["pg_commit_ms"] = summary(res["commit_probe_ms"], 1.0, 4)
+        out["pg_commit_reps_ms"] = list(res["commit_probe_ms"])
+        out["pg_reps_ms"] = [round(x * 1e3, 3) for x in res["reps_s"]["pg"]]
+    return out
 
 
-async def _cycles(ds: dict[str, Daemon], prof: Profile) -> dict[str, Any]:
-    """Sequential cycles, repetitions alternating between the stores: latency and phases (ms)."""
-    for d in ds.values():
-        for _ in range(prof.warmup):
-            await d.cycle()
-    reps: dict[str, list[float]] = {k: [] for k in ds}
-    phases: dict[str, dict[str, list[float]]] = {k: {} for k in ds}
-    for rep in range(prof.reps):
-        for store in _order(rep):
-            lat: list[float] = []
-            rep_phases: dict[str, list[float]] = {}
-            for _ in range(prof.cycles):
-                t0 = time.perf_counter()
-                await ds[store].cycle(rep_phases)
-                lat.append(time.perf_counter() - t0)
-            reps[store].append(_median(lat))
-            for k, v in rep_phases.items():
-                phases[store].setdefault(k, []).append(_median(v))
-    return {store: {"latency_ms": summary(reps[store], 1e3),
-                    "phases_ms": {k: summary(v, 1e3)["median"] for k, v in phases[store].items()}}
-            for store in ds}
-
-
-async def _rates(ds: dict[str, Daemon], clients: int, prof: Profile, per_cycle: int) -> dict[str, Any]:
-    """Transitions/s with ``clients`` concurrent clients per store, repetitions alternating."""
+async def _rates(ds: dict[str, Daemon], clients: int, prof: Profile, per_cycle: int,
+                 peer_rates: dict[str, Callable[[], float]] | None = None) -> dict[str, Any]:
+    """Transitions/s with ``clients`` concurrent clients per store, repetitions alternating; with
+    ``peer_rates`` (one repetition of a peer → its cycles/s, run inline on the loop) the peers take
+    their turn in every repetition too, under ``peers`` (cycles/s), and ``pg_over`` holds the
+    per-repetition ratios of the PostgreSQL daemon's cycles/s to each peer's."""
     per_rep: dict[str, int] = {}
     for store, d in ds.items():
         await run_concurrent(clients, max(prof.warmup, clients), lambda i, d=d: d.cycle())
         n = max(clients, 8)
         elapsed = await run_concurrent(clients, n, lambda i, d=d: d.cycle())
         per_rep[store] = max(clients, int(n / elapsed * prof.transition_secs))
-    rates: dict[str, list[float]] = {k: [] for k in ds}
+    extra = peer_rates or {}
+    names = (*ds, *extra)
+    rates: dict[str, list[float]] = {k: [] for k in names}
     for rep in range(prof.reps):
-        for store in _order(rep):
-            d = ds[store]
-            elapsed = await run_concurrent(clients, per_rep[store], lambda i, d=d: d.cycle())
-            rates[store].append(per_rep[store] / elapsed * per_cycle)
-    return {store: summary(v, 1.0, 1) for store, v in rates.items()}
+        for name in _order(rep, names):
+            if name in extra:
+                rates[name].append(extra[name]())
+                continue
+            d = ds[name]
+            elapsed = await run_concurrent(clients, per_rep[name], lambda i, d=d: d.cycle())
+            rates[name].append(per_rep[name] / elapsed * per_cycle)
+    out: dict[str, Any] = {store: summary(rates[store], 1.0, 1) for store in ds}
+    if extra:
+        out["peers"] = {name: summary(rates[name], 1.0, 1) for name in extra}
+        out["pg_over"] = {name: summary([p / per_cycle / r for p, r in zip(rates["pg"], rates[name], strict=True)],
+                                        1.0, 3) for name in extra}
+    return out
 
 
-async def _write_txns(d: Daemon, count: Any, n: int = 10) -> float:
+class CountingStub:
+    """A stub whose unary calls are counted by method name (the RPCs a cycle makes, whatever the
+    driver's cycle is made of); everything else is the real stub's."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._stub, name)
+        if not callable(real):
+            return real
+        calls = self.calls
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        return counted
+
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+async def _anatomy(d: Daemon, count: Callable[[], int], n: int = 10) -> dict[str, Any]:
+    """Write transactions (``count``: LMDB's last txn id or the server's next xid), worker round trips
+    and unary RPCs per cycle, averaged over ``n`` cycles after one."""
     await d.cycle()
-    before = count()
-    for _ in range(n):
-        await d.cycle()
-    return round((count() - before) / n, 2)
+    real = d.stub
+    counting = CountingStub(real)
+    d.stub = counting
+    try:
+        assert d.worker is not None
+        calls0 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+        before = count()
+        for _ in range(n):
+            await d.cycle()
+        txns = count() - before
+        calls1 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    finally:
+        d.stub = real
+    return {"write_txns_per_cycle": round(txns / n, 2), "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
+            "unary_rpcs_per_cycle": round(counting.total() / n, 2),
+            "rpcs": {k: round(v / n, 2) for k, v in sorted(counting.calls.items())}}
 
 
 def _median(values: list[float]) -> float:
@@ -86,62 +151,153 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def _daemons(base: Path, prof: Profile, dsn: str, per_cycle: int) -> dict[str, Any]:
+def commit_ops(rid: str, n: int, value: bytes) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The statements of the store's usual commit (``pg_write.SQL``): a handle with its index columns,
+    two transcript messages, its checkpoint and two events; the ``n``-th commit of runtime ``rid``
+    (handle ids cycle over 64, message indexes and event seqs grow). Index columns beyond those the
+    benchmark knows (state, open kind, since) are NULL, so a new column does not break the floor."""
+    hid = f"h{n % 64:04d}"
+    known: tuple[Any, ...] = (rid, hid, value, False, "suspended", "approval", time.time())
+    handle = known + (None,) * (SQL["handles"].count("%s") - len(known))
+    return [(SQL["handles"], [handle]),
+            (SQL["messages"], [(rid, hid, n * 2, value), (rid, hid, n * 2 + 1, value)]),
+            (SQL["checkpoints"], [(rid, hid, value)]),
+            (SQL["events"], [(rid, n * 2 - 1, value), (rid, n * 2, value)])]
+
+
+@dataclass
+class _Item:
+    """What ``pg_write._write`` takes: a batch's statements as (sql, rows)."""
+    ops: list[tuple[str, list[tuple[Any, ...]]]]
+
+
+class CommitFloor:
+    """One durable PostgreSQL commit of the store's shape (``commit_ops``, ~500-byte values) written by
+    ``pg_write._write`` as the daemon's writer does (one transaction, one pipeline), on the calling
+    thread, over the server's unix socket, synchronous_commit on: the S4-PG floor."""
+
+    def __init__(self, dsn: str, commits: int) -> None:
+        import psycopg
+
+        from toolnexus_daemon.store import pg_schema
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        pg_schema.migrate(self.conn, "benchmark commit floor")
+        self.conn.execute(b"SET synchronous_commit = on")
+        self.value = os.urandom(500)
+        self.n = 0
+        self.commits = commits
+        for _ in range(20):
+            self._one()
+
+    def _one(self) -> float:
+        self.n += 1
+        item = _Item(commit_ops("rt-floor", self.n, self.value))
+        t0 = time.perf_counter()
+        _write(self.conn, [item])
+        return time.perf_counter() - t0
+
+    def sample(self) -> float:
+        """The median ms of ``commits`` commits in a row."""
+        return _median([self._one() for _ in range(self.commits)]) * 1e3
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _threaded_rate(lanes: list[peers.LangGraph], total: int, mode: str) -> Callable[[], float]:
+    return lambda: total / peers.langgraph_threaded(lanes, total, mode)
+
+
+def _daemons(base: Path, prof: Profile, dsn: str, per_cycle: int, lg: peers.LangGraph,
+             lanes: list[peers.LangGraph], floor: CommitFloor) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with daemon(base, name="pg-lmdb", unix=False) as lm, \
-            daemon(base, "--store", dsn, name="pg-pg", unix=False) as pgd:
-        async def run() -> None:
-            ds = {"lmdb": await Daemon.connect(tcp_target(lm)), "pg": await Daemon.connect(tcp_target(pgd))}
+    loop = asyncio.new_event_loop()
+    try:
+        with daemon(base, name="pg-lmdb", unix=False) as lm, \
+                daemon(base, "--store", dsn, name="pg-pg", unix=False) as pgd:
+            ds = {"lmdb": interleave.on_loop(loop, Daemon.connect(tcp_target(lm))),
+                  "pg": interleave.on_loop(loop, Daemon.connect(tcp_target(pgd)))}
             try:
-                out["cycle"] = await _cycles(ds, prof)
-                log(f"pg cycle: lmdb {out['cycle']['lmdb']['latency_ms']}, pg {out['cycle']['pg']['latency_ms']}")
-                out["write_txns_per_cycle"] = {
-                    "lmdb": await _write_txns(ds["lmdb"], lambda: _txn_id(lm.data_dir)),
-                    "pg": await _write_txns(ds["pg"], lambda: next_xid(dsn))}
+                out["cycle"] = _cycles(loop, ds, lg, prof, floor)
+                names = (*ds, *(f"langgraph_{m}" for m in peers.MODES))
+                log("pg cycle: " + ", ".join(f"{k} {out['cycle'][k]['latency_ms']}" for k in names)
+                    + f"; commit floor {out['cycle'].get('pg_commit_ms')} ms")
+                counters = {"lmdb": lambda: _txn_id(lm.data_dir), "pg": lambda: next_xid(dsn)}
+                out["anatomy"] = {k: interleave.on_loop(loop, _anatomy(ds[k], counters[k])) for k in ds}
+                out["write_txns_per_cycle"] = {k: v["write_txns_per_cycle"] for k, v in out["anatomy"].items()}
+                for mode in peers.MODES:  # warm the lanes: connections, statements, pages
+                    peers.langgraph_threaded(lanes, len(lanes) * 2, mode)
                 for clients in CLIENTS:
-                    out[f"transitions_{clients}"] = await _rates(ds, clients, prof, per_cycle)
+                    threaded = {f"langgraph_{m}_threads": _threaded_rate(lanes, prof.concurrent_cycles, m)
+                                for m in peers.MODES} if clients == S2_CLIENTS else None
+                    out[f"transitions_{clients}"] = interleave.on_loop(
+                        loop, _rates(ds, clients, prof, per_cycle, threaded))
                     log(f"pg transitions x{clients}: {out[f'transitions_{clients}']}")
             finally:
                 for d in ds.values():
-                    await d.close()
-
-        asyncio.run(run())
+                    interleave.on_loop(loop, d.close())
+    finally:
+        loop.close()
     return out
 
 
-def _langgraph(dsn: str, prof: Profile) -> dict[str, Any]:
-    """LangGraph + PostgresSaver in its default durability ("async") and in "sync"."""
+def _langgraph(dsn: str, lg: peers.LangGraph, d: dict[str, Any]) -> dict[str, Any]:
+    """LangGraph + PostgresSaver in its default durability ("async") and in "sync", from its turns in
+    the daemons' alternations (``d``): the latency, cycles/s with one thread (1 / median) and with 16
+    threads (a saver and a connection each), the better of the two as the peer's throughput; and its
+    write transactions per cycle."""
     out: dict[str, Any] = {}
-    lg = peers.LangGraphPg(dsn)
-    try:
-        for mode in ("async", "sync"):
-            peers.langgraph_cycles(prof.warmup * 2, lg, mode)
-            reps = []
-            for _ in range(prof.reps):
-                reps.append(_median(peers.langgraph_cycles(prof.peer_cycles, lg, mode)))
-            x0 = next_xid(dsn)
-            peers.langgraph_cycles(10, lg, mode)
-            out[mode] = {"latency_ms": summary(reps, 1e3), "durability": mode,
-                         "write_txns_per_cycle": round((next_xid(dsn) - x0) / 10, 2), "connection": lg.pragmas()}
-            log(f"pg langgraph durability={mode}: {out[mode]['latency_ms']}")
-    finally:
-        lg.close()
+    for mode in peers.MODES:
+        x0 = next_xid(dsn)
+        peers.langgraph_cycles(10, lg, mode)
+        fig: dict[str, Any] = {"latency_ms": d["cycle"][f"langgraph_{mode}"]["latency_ms"], "durability": mode,
+                               "write_txns_per_cycle": round((next_xid(dsn) - x0) / 10, 2),
+                               "connection": lg.pragmas()}
+        fig["cycles_per_s"] = round(1e3 / fig["latency_ms"]["median"], 1)
+        threaded = d[f"transitions_{S2_CLIENTS}"]["peers"][f"langgraph_{mode}_threads"]
+        fig[f"threads_{S2_CLIENTS}"] = {"cycles_per_s": threaded, "threads": S2_CLIENTS,
+                                        "how": "one thread per lane, a saver and a connection each"}
+        best = threaded["median"] > fig["cycles_per_s"]
+        fig["best_cycles_per_s"] = threaded["median"] if best else fig["cycles_per_s"]
+        fig["best_of"] = f"{S2_CLIENTS} threads" if best else "1 thread, 1 / median cycle"
+        out[mode] = fig
+        log(f"pg langgraph durability={mode}: {fig['latency_ms']}, {fig['cycles_per_s']}/s single, "
+            f"{threaded['median']}/s with {S2_CLIENTS} threads")
     return out
 
 
 def scenario_pg(base: Path, prof: Profile, per_cycle: int = 5) -> dict[str, Any]:
-    """The daemon on synced LMDB vs on PostgreSQL, and LangGraph + PostgresSaver, one server."""
+    """The daemon on synced LMDB vs on PostgreSQL, LangGraph + PostgresSaver (both durability modes)
+    alternating with them, and the durable commit floor, on one server."""
     with durable_server() as server:
         res: dict[str, Any] = {"server": server.settings(), "transitions_per_cycle": per_cycle}
-        res["daemon"] = _daemons(base, prof, server.fresh_database("daemon"), per_cycle)
-        res["langgraph_pg"] = _langgraph(server.fresh_database("langgraph"), prof)
-    d, lg = res["daemon"], res["langgraph_pg"]
+        lg_dsn = server.fresh_database("langgraph")
+        lg = peers.LangGraphPg(lg_dsn)
+        lanes: list[peers.LangGraph] = []
+        floor = CommitFloor(server.fresh_database("floor"), max(10, prof.floor_calls // 4))
+        try:
+            lanes.extend(peers.LangGraphPg(lg_dsn) for _ in range(S2_CLIENTS))
+            res["daemon"] = _daemons(base, prof, server.fresh_database("daemon"), per_cycle, lg, lanes, floor)
+            res["langgraph_pg"] = _langgraph(lg_dsn, lg, res["daemon"])
+        finally:
+            floor.close()
+            for one in (lg, *lanes):
+                one.close()
+    d, lg_res = res["daemon"], res["langgraph_pg"]
     pg_ms, lm_ms = d["cycle"]["pg"]["latency_ms"]["median"], d["cycle"]["lmdb"]["latency_ms"]["median"]
     res["pg_over_lmdb_cycle"] = round(pg_ms / lm_ms, 2)
-    res["pg_over_langgraph_pg"] = {m: round(pg_ms / lg[m]["latency_ms"]["median"], 2) for m in lg}
+    res["pg_over_langgraph_pg"] = {m: round(pg_ms / lg_res[m]["latency_ms"]["median"], 2) for m in lg_res}
     res["pg_over_lmdb_transitions"] = {
         str(c): round(d[f"transitions_{c}"]["pg"]["median"] / d[f"transitions_{c}"]["lmdb"]["median"], 2)
         for c in CLIENTS}
+    res["cycles_per_s_16"] = {store: cycles_from_transitions(d[f"transitions_{S2_CLIENTS}"][store], per_cycle)
+                              for store in STORES}
     log(f"pg: cycle pg/lmdb {res['pg_over_lmdb_cycle']}, pg/langgraph {res['pg_over_langgraph_pg']}, "
-        f"transitions pg/lmdb {res['pg_over_lmdb_transitions']}")
+        f"transitions pg/lmdb {res['pg_over_lmdb_transitions']}, 16 clients cycles/s {res['cycles_per_s_16']}")
     return res
+
+
+def cycles_from_transitions(rates: dict[str, Any], per_cycle: int) -> dict[str, Any]:
+    """A transitions/s summary as cycles/s (each cycle is ``per_cycle`` transitions)."""
+    return {k: (round(v / per_cycle, 1) if k != "n" else v) for k, v in rates.items()}

@@ -6,7 +6,8 @@
     python -m bench.run --render bench/results/<file>.json   # re-render a results file into the README
 
 Scenarios run in this order so a partial run still answers the main question:
-s1 (cycle, sequential), s4 (floors), s3 (peers), s2 (16 clients), s5 (scale),
+s1 (cycle, sequential), s4 (floors), s3 (peers: LangGraph+SQLite in both durability modes, single
+and 16 threads), s2 (16 clients: the lean driver, then the shipped asyncio client), s5 (scale),
 s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
 beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
 asyncpg), pgs (issue 16: restart and cycle with the s5 levels parked in
@@ -97,7 +98,13 @@ def run_one(name: str, base: Path, prof: scenarios.Profile, done: dict[str, Any]
     if name == "s1":
         return scenarios.scenario1(base, prof)
     if name == "s2":
-        return scenarios.scenario2(base, prof)
+        res = scenarios.scenario2(base, prof)
+        try:  # the shipped asyncio client beside the lean driver (issue 20); the goal reads the lean one
+            res["aio_client"] = scenarios.scenario2_shipped_aio(base, prof)
+        except Exception as exc:  # the lean driver's figure stands alone; the error is recorded
+            log(f"s2 shipped asyncio client failed: {exc!r}")
+            res["aio_client"] = {"error": repr(exc)[:2000]}
+        return res
     if name == "s3":
         return scenarios.scenario3(base, prof)
     if name == "s4":

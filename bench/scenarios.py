@@ -204,7 +204,9 @@ def scenario2(base: Path, prof: Profile) -> dict[str, Any]:
 
 
 def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
-    """The same cycle in-process: reference toolnexus, LangGraph + SqliteSaver (file), LangGraph + memory."""
+    """The same cycle in-process: reference toolnexus, LangGraph + SqliteSaver (file) in both durability
+    modes (its default "async" and the like-for-like "sync", repetitions alternating) single-threaded and
+    with 16 threads sharing the saver, LangGraph + memory."""
     out: dict[str, Any] = {}
 
     async def ref_run() -> list[float]:
@@ -214,19 +216,69 @@ def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
 
     reps = asyncio.run(ref_run())
     out["reference_toolnexus"] = {"latency_ms": summary(reps, 1e3), "durable": False}
-    for name, path in (("langgraph_sqlite", base / "langgraph.sqlite"), ("langgraph_memory", None)):
-        lg = peers.LangGraph(path)
-        try:
-            peers.langgraph_cycles(prof.warmup * 2, lg)
-            reps = [_rep_median(peers.langgraph_cycles(prof.peer_cycles, lg)) for _ in range(prof.reps)]
-            out[name] = {"latency_ms": summary(reps, 1e3), "durable": path is not None,
-                         "sqlite": lg.pragmas(), "durability_mode": "default (async)"}
-        finally:
-            lg.close()
+    lg = peers.LangGraph(base / "langgraph.sqlite")
+    lanes: list[peers.LangGraph] = []
+    try:
+        lanes.extend(peers.LangGraph(base / "langgraph.sqlite") for _ in range(16))
+        modes = peers.measure_modes(lg, warmup=prof.warmup * 2, reps=prof.reps, cycles=prof.peer_cycles,
+                                    lanes=lanes, concurrent_cycles=prof.concurrent_cycles)
+        for mode, key in (("async", "langgraph_sqlite"), ("sync", "langgraph_sqlite_sync")):
+            default = " (LangGraph's default)" if mode == "async" else ""
+            out[key] = {**modes[mode], "durable": True, "sqlite": lg.pragmas(),
+                        "durability_mode": f"{mode}{default}"}
+    finally:
+        for one in (lg, *lanes):
+            one.close()
+    lg = peers.LangGraph(None)
+    try:
+        peers.langgraph_cycles(prof.warmup * 2, lg)
+        reps = [_rep_median(peers.langgraph_cycles(prof.peer_cycles, lg)) for _ in range(prof.reps)]
+        out["langgraph_memory"] = {"latency_ms": summary(reps, 1e3), "durable": False,
+                                   "durability_mode": "default (async)"}
+    finally:
+        lg.close()
     for v in out.values():
-        v["cycles_per_s"] = round(1e3 / v["latency_ms"]["median"], 1)
-    log("s3: " + ", ".join(f"{k} {v['latency_ms']['median']} ms" for k, v in out.items()))
+        v.setdefault("cycles_per_s", round(1e3 / v["latency_ms"]["median"], 1))
+    out["beside_daemon"] = _s3_beside_daemon(base, prof)
+    log("s3: " + ", ".join(f"{k} {v['latency_ms']['median']} ms" for k, v in out.items() if "latency_ms" in v)
+        + "; LangGraph+SQLite 16 threads cycles/s: "
+        + ", ".join(f"{m} {_sqlite_threads(out, m)}" for m in ("async", "sync"))
+        + "; beside the daemon, daemon / LangGraph per repetition: "
+        + ", ".join(f"{m} {out['beside_daemon'][f'daemon_over_langgraph_{m}']['median']}" for m in peers.MODES))
     return out
+
+
+def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
+    """S1's ratio taken in the same moments: the lean driver's cycle over TCP (as s1 runs it,
+    ``interleave.aio_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
+    by cycle (bench/interleave.py), so a slow-disk window falls on all three; per-repetition ratios."""
+    loop = asyncio.new_event_loop()
+    lg = peers.LangGraph(base / "langgraph-beside.sqlite")
+    try:
+        with daemon(base, name="s3-beside", unix=False) as proc:
+            d = interleave.on_loop(loop, Daemon.connect(tcp_target(proc)))
+            try:
+                variants: dict[str, interleave.Variant] = {"daemon_tcp": interleave.aio_variant(loop, d)}
+                for mode in peers.MODES:
+                    variants[f"langgraph_{mode}"] = (
+                        lambda n, phases, mode=mode: peers.langgraph_cycles(n, lg, mode))
+                res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps,
+                                     cycles=prof.cycles, label="s3 beside the daemon")
+            finally:
+                interleave.on_loop(loop, d.close())
+    finally:
+        lg.close()
+        loop.close()
+    out: dict[str, Any] = {name: interleave.figure(res, name)["latency_ms"] for name in res["reps_s"]}
+    out["reps"], out["cycles_per_rep"] = prof.interleaved_reps, prof.cycles
+    for mode in peers.MODES:
+        out[f"daemon_over_langgraph_{mode}"] = interleave.paired_ratio(res, "daemon_tcp", f"langgraph_{mode}")
+    return out
+
+
+def _sqlite_threads(out: dict[str, Any], mode: str) -> Any:
+    key = "langgraph_sqlite" if mode == "async" else "langgraph_sqlite_sync"
+    return out[key].get("threads_16", {}).get("cycles_per_s", {}).get("median")
 
 
 # ----------------------------------------------------------------------------- scenario 4
@@ -509,3 +561,46 @@ def transitions(base: Path, prof: Profile, per_cycle: int) -> dict[str, Any]:
 
 def thread_count() -> int:
     return threading.active_count()
+
+
+# ----------------------------------------------------------------------------- shipped aio client (issue 20)
+
+
+async def _shipped_aio_throughput(target: str, clients: int, per_rep: int, prof: Profile) -> dict[str, Any]:
+    """``clients`` asyncio tasks cycling through one shipped ``toolnexus_client.aio.Runtime`` (its own
+    channel and worker stream; its plain tool and transport functions run in ``asyncio.to_thread`` as
+    the client documents); cycles/s per repetition."""
+    from toolnexus_client.aio import Runtime
+
+    reg, transport = interleave._cycle_parts()
+    rt = await Runtime.new(target=target, registry=reg, transport=transport)
+
+    async def cycle(i: int) -> None:
+        h = await rt.spawn(rt.root, "operator")
+        await rt.wake(h, peers.PROMPT)
+        r = await rt.wait(h, timeout=60)
+        if r.status != "pending" or r.pending is None:
+            raise RuntimeError(f"shipped aio client: expected pending, got {r.status}")
+        done = await rt.resume({"id": r.pending.id, "ok": True})
+        if done.result is None or done.result.text != "action performed":
+            raise RuntimeError(f"shipped aio client: expected done, got {done}")
+
+    try:
+        await run_concurrent(clients, max(prof.warmup, clients), cycle)
+        rates = []
+        for _ in range(prof.reps):
+            elapsed = await run_concurrent(clients, per_rep, cycle)
+            rates.append(per_rep / elapsed)
+        return {"cycles_per_s": summary(rates, 1.0, 1)}
+    finally:
+        await rt.detach()
+
+
+def scenario2_shipped_aio(base: Path, prof: Profile) -> dict[str, Any]:
+    """Scenario 2 through the shipped asyncio client: 16 tasks in one client process, synced, TCP, a
+    daemon of its own (shown beside the lean driver's figure, which the S2 goal is judged on)."""
+    with daemon(base, name="s2-aio-client", unix=False) as proc:
+        res = asyncio.run(_shipped_aio_throughput(tcp_target(proc), 16, prof.concurrent_cycles, prof))
+    res["clients"] = "16 asyncio tasks on one toolnexus_client.aio.Runtime (one channel, one worker stream)"
+    log(f"s2 shipped asyncio client: {res['cycles_per_s']}")
+    return res
