@@ -74,7 +74,7 @@ class Shape:
         self.n += 1
         hid, rid = f"h{self.n % 64:04d}", self.rid
         self.seq += 2
-        return [(SQL["handles"], [(rid, hid, VALUE, False, "suspended", "approval", time.time())]),
+        return [(SQL["handles"], [(rid, hid, VALUE, False, "suspended", "approval", time.time(), None)]),
                 (SQL["messages"], [(rid, hid, self.n * 2, VALUE), (rid, hid, self.n * 2 + 1, VALUE)]),
                 (SQL["checkpoints"], [(rid, hid, VALUE)]),
                 (SQL["events"], [(rid, self.seq - 1, VALUE), (rid, self.seq, VALUE)])]
@@ -98,7 +98,7 @@ SELECT 1"""
 
 def _one_statement_args(ops: list[tuple[str, list[tuple[Any, ...]]]]) -> tuple[Any, ...]:
     handle, messages, checkpoint, events = (rows for _, rows in ops)
-    rid, hid, value, recover, state, open_kind, since = handle[0]
+    rid, hid, value, recover, state, open_kind, since, _expires = handle[0]
     return (rid, hid, value, recover, state, open_kind, since, [m[2] for m in messages], [m[3] for m in messages],
             checkpoint[0][2], [e[1] for e in events], [e[2] for e in events])
 

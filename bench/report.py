@@ -51,6 +51,13 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"parts {_get(s, 's4', f'sum_of_parts_{transport}_ms')} ms = {an.get('unary_rpcs_per_cycle')} RPCs + "
             f"{an.get('worker_roundtrips_per_cycle')} worker round trips at echo cost + "
             f"{an.get('write_txns_per_cycle')} synced commits × {_get(s, 's4', 'lmdb', 'synced_commit_ms', 'median')} ms")
+    for transport in ("tcp", "unix"):
+        r = _get(s, "s4", f"cycle_over_parts_fused_{transport}")
+        an = _get(s, "s4", "fused_anatomy") or {}
+        add(f"S4 fused cycle ≤ 1.5× sum of its parts ({transport})", r, "≤ 1.5", None if r is None else r <= 1.5,
+            f"parts {_get(s, 's4', f'sum_of_parts_fused_{transport}_ms')} ms = {an.get('unary_rpcs_per_cycle')} "
+            f"RPCs + {an.get('worker_roundtrips_per_cycle')} worker round trips + "
+            f"{an.get('write_txns_per_cycle')} synced commits")
     sm = _get(s, "s5", "summary") or {}
     levels = sm.get("levels") or ["?", "?"]
     r = sm.get("cycle_ratio_hi_over_lo")
@@ -141,6 +148,7 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
             r = round(paired["median"], 2)
         add(f"S1 cycle ≤ 1.0× LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0", None if r is None else r <= 1.0,
             detail)
+        _fused_s1_goal(s, mode, lg, add)
         r = ratio(shipped, lg)
         add(f"S1 shipped asyncio client cycle vs LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0",
             None if r is None else r <= 1.0, f"toolnexus_client.aio over TCP {shipped} ms vs {lg} ms", shown=True)
@@ -157,6 +165,27 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
         r = ratio(s2_shipped, peer)
         add(f"S2 shipped asyncio client, 16 tasks, vs LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≥ 3.0",
             None if r is None else r >= 3.0, f"toolnexus_client.aio {s2_shipped} cycles/s vs {peer}/s", shown=True)
+        fused = _get(s, "s2", "fused", "cycles_per_s", "median")
+        r = ratio(fused, peer)
+        add(f"S2 fused cycle, 16 clients, ≥ 3× LangGraph+SQLite cycles/s ({MODE_LABEL[mode]})", r, "≥ 3.0",
+            None if r is None else r >= 3.0,
+            f"daemon 16 asyncio tasks, Spawn with prompt and wait + Resume, {fused} cycles/s vs {peer}/s")
+
+
+def _fused_s1_goal(s: dict[str, Any], mode: str, lg: float | None, add: Any) -> None:
+    """S1 for the fused cycle (issue 20: Spawn with prompt and wait → pending, Resume → done, 2 RPCs
+    and 6 synced commits): the same spawn→wake→pending→resume→done a client of either shipped client
+    can run; the paired ratio from s3 when it was measured, else the ratio of medians."""
+    fused = _get(s, "s1", "fused_tcp", "latency_ms", "median")
+    r = ratio(fused, lg)
+    detail = f"fused cycle over tcp {fused} ms (lean aio driver, s1) vs LangGraph+SqliteSaver {lg} ms (s3)"
+    paired = _get(s, "s3", "beside_daemon", f"fused_over_langgraph_{mode}")
+    if paired:
+        detail += (f" (ratio of medians {r}); interleaved cycle by cycle in s3: per-repetition ratios "
+                   f"{paired['min']}–{paired['max']}")
+        r = round(paired["median"], 2)
+    add(f"S1 fused cycle ≤ 1.0× LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0", None if r is None else r <= 1.0,
+        detail)
 
 
 def pg_parts(s: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:

@@ -250,7 +250,7 @@ def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
 
 def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
     """S1's ratio taken in the same moments: the lean driver's cycle over TCP (as s1 runs it,
-    ``interleave.aio_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
+    ``interleave.aio_variant``), its fused cycle (``_fused_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
     by cycle (bench/interleave.py), so a slow-disk window falls on all three; per-repetition ratios."""
     loop = asyncio.new_event_loop()
     lg = peers.LangGraph(base / "langgraph-beside.sqlite")
@@ -258,7 +258,8 @@ def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
         with daemon(base, name="s3-beside", unix=False) as proc:
             d = interleave.on_loop(loop, Daemon.connect(tcp_target(proc)))
             try:
-                variants: dict[str, interleave.Variant] = {"daemon_tcp": interleave.aio_variant(loop, d)}
+                variants: dict[str, interleave.Variant] = {"daemon_tcp": interleave.aio_variant(loop, d),
+                                                           "daemon_fused_tcp": _fused_variant(loop, d)}
                 for mode in peers.MODES:
                     variants[f"langgraph_{mode}"] = (
                         lambda n, phases, mode=mode: peers.langgraph_cycles(n, lg, mode))
@@ -273,6 +274,7 @@ def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
     out["reps"], out["cycles_per_rep"] = prof.interleaved_reps, prof.cycles
     for mode in peers.MODES:
         out[f"daemon_over_langgraph_{mode}"] = interleave.paired_ratio(res, "daemon_tcp", f"langgraph_{mode}")
+        out[f"fused_over_langgraph_{mode}"] = interleave.paired_ratio(res, "daemon_fused_tcp", f"langgraph_{mode}")
     return out
 
 

@@ -48,7 +48,7 @@ def _by_mode(verdicts: dict[str, str], word: str = "") -> dict[str, str]:
     """{"async": status, "sync": status} of the goal rows (not the shown ones) containing ``word``."""
     out = {}
     for goal, status in verdicts.items():
-        if "shipped" in goal or word not in goal:
+        if "shipped" in goal or word not in goal or ("fused" in goal) != ("fused" in word):
             continue
         out["async" if "durability=async" in goal else "sync"] = status
     return out
@@ -71,9 +71,31 @@ def test_s1_reads_the_interleaved_ratio_when_s3_ran_beside_the_daemon() -> None:
         "reps": 7, "daemon_tcp": _s(9.0), "langgraph_async": _s(10.0), "langgraph_sync": _s(8.0),
         "daemon_over_langgraph_async": _s(0.9), "daemon_over_langgraph_sync": _s(1.12)}
     rows = {g["goal"]: g for g in report.goals(res)
-            if g["goal"].startswith("S1 ") and "shipped" not in g["goal"]}
+            if g["goal"].startswith("S1 ") and "shipped" not in g["goal"] and "fused" not in g["goal"]}
     assert sorted((g["value"], g["status"]) for g in rows.values()) == [(0.9, "met"), (1.12, "MISSED")]
     assert all("ratio of medians 1.2" in g["detail"] for g in rows.values())
+
+
+def test_the_fused_cycle_has_s1_s2_and_s4_rows_of_its_own() -> None:
+    res = _sqlite_results(20.0, 100, lg_async_ms=10.0, lg_sync_ms=12.0)
+    sc = res["scenarios"]
+    sc["s1"]["fused_tcp"] = {"latency_ms": _s(11.0)}
+    sc["s2"]["fused"] = {"cycles_per_s": _s(320.0)}
+    sc["s4"] = {"cycle_over_parts_fused_tcp": 1.4, "cycle_over_parts_fused_unix": 1.6,
+                "fused_anatomy": {"unary_rpcs_per_cycle": 2, "worker_roundtrips_per_cycle": 4,
+                                  "write_txns_per_cycle": 6}}
+    # 11 ms against 10 (async) and 12 (sync): only the sync row is met; the classic rows stay missed
+    assert _by_mode(_verdicts(res, "S1 "), "fused") == {"async": "MISSED", "sync": "met"}
+    assert set(_by_mode(_verdicts(res, "S1 ")).values()) == {"MISSED"}
+    # 320/s against 100/s and 83.3/s: 3.2× and 3.8×
+    assert set(_by_mode(_verdicts(res, "S2 "), "fused").values()) == {"met"}
+    s4 = _verdicts(res, "S4 fused")
+    assert s4 == {"S4 fused cycle ≤ 1.5× sum of its parts (tcp)": "met",
+                  "S4 fused cycle ≤ 1.5× sum of its parts (unix)": "MISSED"}
+    # interleaved beside LangGraph, the paired ratio wins over the medians
+    sc["s3"]["beside_daemon"] = {"fused_over_langgraph_async": _s(0.95), "fused_over_langgraph_sync": _s(0.8)}
+    assert set(_by_mode(_verdicts(res, "S1 "), "fused").values()) == {"met"}
+    assert set(_by_mode(_verdicts({"scenarios": {}}, "S1 "), "fused").values()) == {"not run"}
 
 
 def test_s2_reads_the_better_of_one_and_sixteen_langgraph_threads() -> None:
