@@ -37,35 +37,41 @@ _INT32_MAX = 2**31 - 1
 
 
 def to_struct(value: JSON | None) -> struct_pb2.Struct:
-    """A Struct holding ``value`` (empty for None); non-JSON leaves become strings.
+    """A Struct holding ``value`` (empty for None); non-JSON leaves become strings."""
+    out = struct_pb2.Struct()
+    fill_struct(out, value)
+    return out
+
+
+def fill_struct(out: struct_pb2.Struct, value: JSON | None) -> None:
+    """Write ``value`` into the empty Struct ``out`` as ``to_struct`` would: in place, so a Struct
+    field of a message being built is filled without a copy of the whole tree.
 
     One pass (``_fill``) both copies and bounds the nesting: a separate depth walk and then
     ``Struct.update`` cost twice as much, and every model and tool call to a worker comes here.
     """
-    out = struct_pb2.Struct()
     if not value:
-        return out
+        return
     if not isinstance(value, dict):
-        return _unreadable(out)
+        _unreadable(out)
+        return
     try:
         _fill(out, value, 1)
     except _TooDeep:
-        return _unreadable(out)
+        _unreadable(out)
     except (ValueError, TypeError):
         out.Clear()
         _fill(out, json.loads(json.dumps(value, default=str)), 1)
-    return out
 
 
 class _TooDeep(Exception):
     """The value nests deeper than ``READ_STRUCT_DEPTH`` levels of dicts and lists."""
 
 
-def _unreadable(out: struct_pb2.Struct) -> struct_pb2.Struct:
+def _unreadable(out: struct_pb2.Struct) -> None:
     out.Clear()
     out.fields["unreadable"].string_value = (
         f"a value nested deeper than {READ_STRUCT_DEPTH} levels, or not an object")
-    return out
 
 
 def _fill(out: struct_pb2.Struct, value: dict[str, Any], depth: int) -> None:
