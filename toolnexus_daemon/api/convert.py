@@ -9,12 +9,13 @@ Event, InboxItem. Strings of the pinned vocabularies pass through unchanged.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
-from ..bounds import bounded_output, depth_of
+from ..bounds import bounded_output
 from ..engine.fingerprint import DefinitionChange
 from ..engine.handle import Handle
 from ..errors import InvalidArgument
@@ -38,16 +39,78 @@ _INT32_MAX = 2**31 - 1
 def to_struct(value: JSON | None) -> struct_pb2.Struct:
     """A Struct holding ``value`` (empty for None); non-JSON leaves become strings."""
     out = struct_pb2.Struct()
-    if not value:
-        return out
-    if not isinstance(value, dict) or depth_of(value, READ_STRUCT_DEPTH) > READ_STRUCT_DEPTH:
-        out.update({"unreadable": f"a value nested deeper than {READ_STRUCT_DEPTH} levels, or not an object"})
-        return out
-    try:
-        out.update(value)
-    except (ValueError, TypeError):
-        out.update(json.loads(json.dumps(value, default=str)))
+    fill_struct(out, value)
     return out
+
+
+def fill_struct(out: struct_pb2.Struct, value: JSON | None) -> None:
+    """Write ``value`` into the empty Struct ``out`` as ``to_struct`` would: in place, so a Struct
+    field of a message being built is filled without a copy of the whole tree.
+
+    One pass (``_fill``) both copies and bounds the nesting: a separate depth walk and then
+    ``Struct.update`` cost twice as much, and every model and tool call to a worker comes here.
+    """
+    if not value:
+        return
+    if not isinstance(value, dict):
+        _unreadable(out)
+        return
+    try:
+        _fill(out, value, 1)
+    except _TooDeep:
+        _unreadable(out)
+    except (ValueError, TypeError):
+        out.Clear()
+        _fill(out, json.loads(json.dumps(value, default=str)), 1)
+
+
+class _TooDeep(Exception):
+    """The value nests deeper than ``READ_STRUCT_DEPTH`` levels of dicts and lists."""
+
+
+def _unreadable(out: struct_pb2.Struct) -> None:
+    out.Clear()
+    out.fields["unreadable"].string_value = (
+        f"a value nested deeper than {READ_STRUCT_DEPTH} levels, or not an object")
+
+
+def _fill(out: struct_pb2.Struct, value: dict[str, Any], depth: int) -> None:
+    """Copy the dict ``value``, at nesting ``depth`` (1 at the top), into the empty ``out``."""
+    fields = out.fields
+    for key, item in value.items():
+        _set(fields[key], item, depth)
+
+
+def _set(target: struct_pb2.Value, item: Any, depth: int) -> None:
+    """What ``Struct.update`` does with one value (same kinds, same errors), with the depth bound."""
+    if item is None:
+        target.null_value = struct_pb2.NULL_VALUE
+    elif item is True or item is False:
+        target.bool_value = item
+    elif isinstance(item, str):
+        target.string_value = item
+    elif isinstance(item, int | float):
+        target.number_value = item
+    elif isinstance(item, dict):
+        if depth >= READ_STRUCT_DEPTH:
+            raise _TooDeep
+        child = target.struct_value
+        if item:
+            _fill(child, item, depth + 1)
+        else:
+            child.Clear()  # an empty Struct still has to become the value's kind
+    elif isinstance(item, list | tuple):
+        if depth >= READ_STRUCT_DEPTH:
+            raise _TooDeep
+        listed = target.list_value
+        if item:
+            add = listed.values.add
+            for element in item:
+                _set(add(), element, depth + 1)
+        else:
+            listed.Clear()
+    else:
+        raise ValueError("Unexpected type")
 
 
 def read_text(value: object, limit: int = READ_FIELD_BYTES) -> str:
@@ -62,22 +125,32 @@ def read_count(value: object, ceiling: int = _INT64_MAX) -> int:
 
 
 def from_struct(value: struct_pb2.Struct) -> JSON:
-    """A dict from a Struct, integral numbers turned back into ints (``3.0`` → ``3``)."""
-    try:
-        plain = json_format.MessageToDict(value)
-    except ValueError as exc:  # NaN or Infinity (``decode`` refuses those first; this is the backstop)
-        raise InvalidArgument("a Struct holds NaN or Infinity, which JSON cannot carry") from exc
-    return {k: _ints(v) for k, v in plain.items()}
+    """A dict from a Struct, integral numbers turned back into ints (``3.0`` → ``3``).
+
+    What ``json_format.MessageToDict`` followed by a pass turning floats into ints gave, in one
+    direct pass at well under half the cost (every model reply and tool outcome comes here).
+    """
+    return {key: _plain(item) for key, item in value.fields.items()}
 
 
-def _ints(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_EXACT:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints(v) for v in value]
-    return value
+def _plain(value: struct_pb2.Value) -> Any:
+    which = value.WhichOneof("kind")
+    if which == "string_value":
+        return value.string_value
+    if which == "number_value":
+        number = value.number_value
+        if number.is_integer():
+            return int(number) if abs(number) <= _MAX_EXACT else number
+        if not math.isfinite(number):  # ``decode`` refuses these first; this is the backstop
+            raise InvalidArgument("a Struct holds NaN or Infinity, which JSON cannot carry")
+        return number
+    if which == "bool_value":
+        return value.bool_value
+    if which == "struct_value":
+        return {key: _plain(item) for key, item in value.struct_value.fields.items()}
+    if which == "list_value":
+        return [_plain(item) for item in value.list_value.values]
+    return None  # null_value, or no kind at all (MessageToDict reads both as JSON null)
 
 
 def optional_struct(msg: Any, name: str) -> JSON | None:

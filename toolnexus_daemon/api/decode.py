@@ -82,45 +82,90 @@ def struct_depth(msg: Message, stop_above: int) -> int:
 
 
 def _walk(msg: Message, stop_above: int) -> tuple[int, bool]:
-    """(deepest nesting, whether every number is finite); stops once deeper than ``stop_above``."""
+    """(deepest nesting, whether every number is finite); stops once deeper than ``stop_above``.
+
+    Messages are walked through the fields that can reach a Struct (``_struct_fields``); the
+    Struct trees themselves by ``_walk_values``, which looks at nothing but each Value's kind:
+    this runs on every request and every worker reply, so it avoids per-node descriptor work.
+    """
     deepest, finite = 0, True
     stack: list[tuple[Any, int]] = [(msg, 0)]
+    values: list[tuple[Any, int]] = []
     while stack:
         m, level = stack.pop()
         kind = m.DESCRIPTOR.full_name
         if kind == STRUCT:
             level += 1
-            stack.extend((v, level) for v in m.fields.values())
+            values.extend([(v, level) for v in m.fields.values()])
         elif kind == LIST:
             level += 1
-            stack.extend((v, level) for v in m.values)
+            values.extend([(v, level) for v in m.values])
         elif kind == VALUE:
-            which = m.WhichOneof("kind")
-            if which in ("struct_value", "list_value"):
-                stack.append((getattr(m, which), level))
-            elif which == "number_value" and not math.isfinite(m.number_value):
-                finite = False
+            values.append((m, level))
         else:
-            stack.extend((child, level) for child in _struct_children(m))
+            stack.extend([(child, level) for child in _struct_children(m)])
         deepest = max(deepest, level)
         if deepest > stop_above:
             break
+        if values:
+            deepest, ok = _walk_values(values, deepest, stop_above)
+            finite = finite and ok
+            if deepest > stop_above:
+                break
+    return deepest, finite
+
+
+def _walk_values(stack: list[tuple[Any, int]], deepest: int, stop_above: int) -> tuple[int, bool]:
+    """Empty ``stack`` of (Value, the level it sits at); returns (deepest, all numbers finite)."""
+    finite = True
+    while stack:
+        value, level = stack.pop()
+        which = value.WhichOneof("kind")
+        if which == "struct_value":
+            children = value.struct_value.fields.values()
+        elif which == "list_value":
+            children = value.list_value.values
+        else:
+            if which == "number_value" and not math.isfinite(value.number_value):
+                finite = False
+            continue
+        level += 1
+        if level > deepest:
+            deepest = level
+            if deepest > stop_above:
+                stack.clear()
+                break
+        stack.extend([(child, level) for child in children])
     return deepest, finite
 
 
 def _struct_children(m: Message) -> list[Message]:
     out: list[Message] = []
-    for fd, value in m.ListFields():
+    for name, shape in _struct_fields(m.DESCRIPTOR):
+        if shape is _SINGLE:
+            if m.HasField(name):
+                out.append(getattr(m, name))
+        elif shape is _MAP:
+            out.extend(getattr(m, name).values())
+        else:
+            out.extend(getattr(m, name))
+    return out
+
+
+_SINGLE, _MAP, _REPEATED = "single", "map", "repeated"
+
+
+@functools.cache
+def _struct_fields(desc: Descriptor) -> tuple[tuple[str, str], ...]:
+    """The message fields of ``desc`` that can hold a Struct, each with its shape."""
+    out = []
+    for fd in desc.fields:
         sub = fd.message_type
         if fd.type != FieldDescriptor.TYPE_MESSAGE or sub is None or not _reaches_struct(sub):
             continue
-        if sub.GetOptions().map_entry:
-            out.extend(value.values())
-        elif fd.is_repeated:
-            out.extend(value)
-        else:
-            out.append(value)
-    return out
+        shape = _MAP if sub.GetOptions().map_entry else _REPEATED if fd.is_repeated else _SINGLE
+        out.append((fd.name, shape))
+    return tuple(out)
 
 
 @functools.cache

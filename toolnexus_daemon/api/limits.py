@@ -59,9 +59,26 @@ def registry_problems(limits: Limits, req: pb.NewRequest) -> list[str]:
 
 def check_ids(request: object) -> None:
     """INVALID_ARGUMENT when a handle, parent or answer id could never name a stored record."""
-    answer = getattr(request, "answer", None)
-    named = {"handle": getattr(request, "handle", ""), "parent": getattr(request, "parent", ""),
-             "answer.id": getattr(answer, "id", "")}
-    for what, value in named.items():
+    for what in _id_fields(type(request)):
+        if what == "answer.id":
+            answer = getattr(request, "answer", None)
+            value = getattr(answer, "id", "")
+        else:
+            value = getattr(request, what, "")
         if isinstance(value, str) and value and ("\x00" in value or len(value.encode()) > MAX_ID_BYTES):
             raise InvalidArgument(f"{what} must be at most {MAX_ID_BYTES} bytes of UTF-8 without NUL")
+
+
+def _id_fields(cls: type) -> tuple[str, ...]:
+    """Which of the id fields a request type has: asking a message for a field it lacks raises
+    (and catches) an AttributeError, on every RPC; a type without a descriptor is asked for all."""
+    found = _ID_FIELDS.get(cls)
+    if found is None:
+        names = ("handle", "parent", "answer")
+        fields = getattr(getattr(cls, "DESCRIPTOR", None), "fields_by_name", None)
+        present = names if fields is None else tuple(n for n in names if n in fields)
+        found = _ID_FIELDS[cls] = tuple("answer.id" if n == "answer" else n for n in present)
+    return found
+
+
+_ID_FIELDS: dict[type, tuple[str, ...]] = {}

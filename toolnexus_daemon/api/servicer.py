@@ -74,6 +74,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         # the operator's --allow-remote-shutdown: Shutdown{daemon: true} may call stop_daemon
         self.remote_shutdown = False
         self._closing = asyncio.Event()
+        # done at shutdown like ``_closing``: the one future every blocked Wait/Resume races against
+        self._closed: asyncio.Future[None] | None = None
         self._open = False
         # set while the store's database is unreachable (api.store_state): why RPCs answer UNAVAILABLE
         self.store_down: str | None = None
@@ -106,24 +108,42 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     def begin_shutdown(self) -> None:
         """Make blocked Wait/Resume calls (and WatchPending streams) return UNAVAILABLE now."""
         self._closing.set()
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
         self.pending.close(f"{SHUTTING_DOWN}; WatchPending again (it starts over with the full list)")
 
     async def _until_closing(self, work: Awaitable[T], rt: Runtime) -> T:
         """``work``, unless the daemon shuts down or (cluster) gives ``rt`` up first: then
-        UNAVAILABLE, and the caller's retry reaches whoever serves the runtime then."""
+        UNAVAILABLE, and the caller's retry reaches whoever serves the runtime then.
+
+        Shutdown is one shared future rather than a task per call waiting on ``_closing``; only
+        a cluster member can give a runtime up (``Engine.lost``), so only there does a call
+        also wait on ``rt.gone``. Two of the cycle's four RPCs come here.
+        """
         task = asyncio.ensure_future(work)
-        closing = asyncio.ensure_future(self._closing.wait())
-        gone = asyncio.ensure_future(rt.gone.wait())
+        closing = self._closed_future()
+        either: list[asyncio.Future[Any]] = [task, closing]
+        gone = asyncio.ensure_future(rt.gone.wait()) if self._engine.ownership is not None else None
+        if gone is not None:
+            either.append(gone)
         try:
-            await asyncio.wait({task, closing, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 return task.result()
             raise Unavailable(SHUTTING_DOWN if closing.done() else f"{rt.retired}; retry the call")
         finally:
-            closing.cancel()
-            gone.cancel()
+            if gone is not None:
+                gone.cancel()
             if not task.done():
                 task.cancel()
+
+    def _closed_future(self) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        if self._closed is None or self._closed.get_loop() is not loop:
+            self._closed = loop.create_future()
+            if self._closing.is_set():
+                self._closed.set_result(None)
+        return self._closed
 
     # ------------------------------------------------------------------ runtimes
 

@@ -44,7 +44,7 @@ from ..relay import (
 )
 from ..tools.base import action_of
 from ._gen import runtime_pb2 as pb
-from .convert import answer_from, answer_to, optional_struct, request_from, request_to, to_struct
+from .convert import answer_from, answer_to, fill_struct, optional_struct, request_from, request_to
 from .decode import Refused
 from .keys import open_runtime
 
@@ -143,18 +143,29 @@ _REPLY_KINDS = {"tool_outcome": CallKind.TOOL, "llm_reply": CallKind.LLM, "resol
 
 
 def daemon_message(out: Outgoing) -> pb.DaemonMessage:
-    """A relay call as the wire message the worker receives."""
+    """A relay call as the wire message the worker receives.
+
+    Built in place (``fill_struct`` into the message's own Struct field): passing sub-messages
+    to constructors copies each one, the model request body twice, on every call.
+    """
+    msg = pb.DaemonMessage()
     if isinstance(out, ToolCallOut):
-        call = pb.ToolCall(call_id=out.call_id, handle=out.handle, tool=out.tool,
-                           arguments=to_struct(out.arguments), action_id=action_of(out.call_id))
+        call = msg.tool_call
+        call.call_id, call.handle, call.tool = out.call_id, out.handle, out.tool
+        call.action_id = action_of(out.call_id)
+        fill_struct(call.arguments, out.arguments)
+        call.arguments.SetInParent()  # an empty arguments Struct is still sent, as before
         if out.answer is not None:
             call.answer.CopyFrom(answer_to(out.answer))
-        return pb.DaemonMessage(tool_call=call)
+        return msg
     if isinstance(out, ModelCallOut):
-        return pb.DaemonMessage(llm_call=pb.LlmCall(call_id=out.call_id, handle=out.handle,
-                                                    body=to_struct(out.body)))
-    resolve = pb.Resolve(call_id=out.call_id, handle=out.handle, request=request_to(out.request))
-    return pb.DaemonMessage(resolve=resolve)
+        llm = msg.llm_call
+        llm.call_id, llm.handle = out.call_id, out.handle
+        fill_struct(llm.body, out.body)
+        llm.body.SetInParent()
+        return msg
+    msg.resolve.CopyFrom(pb.Resolve(call_id=out.call_id, handle=out.handle, request=request_to(out.request)))
+    return msg
 
 
 def worker_reply(msg: pb.WorkerMessage) -> Incoming:

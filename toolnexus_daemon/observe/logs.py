@@ -31,15 +31,35 @@ _SECRET = re.compile(r"key|token|secret|password|authorization|header|answer|arg
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object; non-JSON extra values are written as strings."""
 
+    # one encoder (``json.dumps`` with options builds a new one per call) and the verdict on each
+    # attribute name once: two event lines per agent cycle come through here
+    _encoder = json.JSONEncoder(default=str, ensure_ascii=False)
+    _written: dict[str, bool] = {}
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {"time": rfc3339(record.created), "level": record.levelname.lower(),
                                "msg": record.getMessage(), "logger": record.name}
+        written = self._written
         for name, value in vars(record).items():
-            if name not in _STANDARD and not name.startswith("_") and not _SECRET.search(name):
+            keep = written.get(name)
+            if keep is None:
+                keep = _extra(name)
+                if len(written) < _MAX_NAMES:  # past the bound a name is simply decided each time
+                    written[name] = keep
+            if keep:
                 out[name] = value
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
+        return self._encoder.encode(out)
+
+
+# attribute names whose verdict is remembered (callers pass a few dozen distinct extras)
+_MAX_NAMES = 1024
+
+
+def _extra(name: str) -> bool:
+    """Whether a record attribute is a caller's extra that may be written."""
+    return name not in _STANDARD and not name.startswith("_") and not _SECRET.search(name)
 
 
 def configure(level: str = "info", stream: TextIO | None = None) -> None:

@@ -71,6 +71,13 @@ class Metrics:
         for source in TOOL_SOURCES:
             for outcome in TOOL_OUTCOMES:
                 self.tool_calls.labels(source, outcome)
+        # the labelled children the observer feeds after every commit, looked up once each:
+        # ``labels()`` takes a lock and builds a key every time (about a dozen events per turn)
+        self._prompt_tokens = self.tokens.labels("prompt")
+        self._completion_tokens = self.tokens.labels("completion")
+        self._by_type: dict[EventType, Counter] = {}
+        self._by_tool: dict[tuple[str, str], Counter] = {}
+        self._tool_latency: dict[str, Histogram] = {}
 
     def bind(self, engine: RuntimeCensus, hub: WorkerCensus) -> None:
         """Read runtimes, watchers, workers and the store at scrape time from these."""
@@ -90,20 +97,31 @@ class Metrics:
                 log.exception("metrics observer failed; some metrics may be off")
 
     def _count(self, runtime_id: str, ev: Event) -> None:
-        self.events.labels(str(ev.type)).inc()
-        data = ev.data or {}
+        counter = self._by_type.get(ev.type)
+        if counter is None:
+            counter = self._by_type[ev.type] = self.events.labels(str(ev.type))
+        counter.inc()
         if ev.type is EventType.MODEL_CALL:
+            data = ev.data or {}
             usage = data.get("usage") or {}
             self.model_calls.inc()
             self.model_latency.observe(float(data.get("latency_ms") or 0) / 1000)
-            self.tokens.labels("prompt").inc(max(0, int(usage.get("prompt_tokens") or 0)))
-            self.tokens.labels("completion").inc(max(0, int(usage.get("completion_tokens") or 0)))
+            self._prompt_tokens.inc(max(0, int(usage.get("prompt_tokens") or 0)))
+            self._completion_tokens.inc(max(0, int(usage.get("completion_tokens") or 0)))
             if usage.get("estimated"):
                 self.tokens_estimated.inc(max(0, int(usage.get("total_tokens") or 0)))
         elif ev.type is EventType.TOOL_RESULT:
+            data = ev.data or {}
             source = str(data.get("source") or "unknown")
-            self.tool_calls.labels(source, str(data.get("outcome") or "ok")).inc()
-            self.tool_latency.labels(source).observe(float(data.get("latency_ms") or 0) / 1000)
+            key = (source, str(data.get("outcome") or "ok"))
+            calls = self._by_tool.get(key)
+            if calls is None:
+                calls = self._by_tool[key] = self.tool_calls.labels(*key)
+            calls.inc()
+            latency = self._tool_latency.get(source)
+            if latency is None:
+                latency = self._tool_latency[source] = self.tool_latency.labels(source)
+            latency.observe(float(data.get("latency_ms") or 0) / 1000)
 
     def instrument(self, store: Store) -> TimedStore:
         """``store`` with each commit timed and sized into this registry's histograms."""

@@ -16,7 +16,6 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .messages import Incoming, ModelCallOut, Outgoing, ToolCallOut
 
@@ -58,7 +57,11 @@ class _PendingCall:
     reply: asyncio.Future[Incoming]
     assigned: WorkerSession | None = None
     taken: asyncio.Event = field(default_factory=asyncio.Event)
-    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    # set when the worker holding the call goes away; cleared once the caller has seen it
+    lost: bool = False
+    # what the caller awaits while the call is out: done on a reply or on the worker's loss
+    # (a plain future: a task waiting on an Event, raced against the reply, cost more per call)
+    wake: asyncio.Future[None] | None = None
     # False: a worker that took the call and vanished may have acted; the call is not re-sent
     resend: bool = True
 
@@ -99,7 +102,8 @@ class WorkerHub:
             if call is not None and call.assigned is session:
                 call.assigned = None
                 call.taken.clear()
-                call.lost.set()
+                call.lost = True
+                _wake(call)
                 if call.resend:
                     self._assign(call)
         session.inflight.clear()
@@ -124,13 +128,15 @@ class WorkerHub:
             self._assign(call)
             while not call.reply.done():
                 await self._await_taken(call, take_timeout)
-                lost: asyncio.Future[Any] = asyncio.ensure_future(call.lost.wait())
-                either: list[asyncio.Future[Any]] = [call.reply, lost]
-                await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-                lost.cancel()
-                if call.lost.is_set() and not call.reply.done() and not call.resend:
+                if not call.lost and not call.reply.done():
+                    call.wake = loop.create_future()
+                    try:
+                        await call.wake
+                    finally:
+                        call.wake = None
+                if call.lost and not call.reply.done() and not call.resend:
                     raise WorkerLost(call.out.kind)
-                call.lost.clear()
+                call.lost = False
             return call.reply.result()
         finally:
             self._calls.pop(out.call_id, None)
@@ -145,6 +151,7 @@ class WorkerHub:
             return False
         session.inflight.discard(call_id)
         call.reply.set_result(reply)
+        _wake(call)
         return True
 
     async def _await_taken(self, call: _PendingCall, take_timeout: float) -> None:
@@ -165,3 +172,7 @@ class WorkerHub:
         session.outbox.put_nowait(call.out)
         call.taken.set()
 
+
+def _wake(call: _PendingCall) -> None:
+    if call.wake is not None and not call.wake.done():
+        call.wake.set_result(None)
