@@ -109,6 +109,12 @@ class Committer:
 
     async def commit(self, change: Change) -> None:
         """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
+        await asyncio.shield(self.submit(change))
+
+    def submit(self, change: Change) -> asyncio.Future[None]:
+        """Queue ``change`` now, behind every change queued before; the future resolves once it is
+        durable (or fails with the store's refusal). Nothing is awaited, so the order of calls is
+        the order of commits."""
         self._rt.table.settle_restores()  # memory must not run ahead of a store that refused a change
         batch = to_batch(self._rt.id, change, self._rt.record() if change.runtime else None)
         item = _Queued(change, batch, asyncio.get_running_loop().create_future())
@@ -116,7 +122,7 @@ class Committer:
         self._last = item.done
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._run(), name=f"commits {self._rt.id}")
-        await asyncio.shield(item.done)
+        return item.done
 
     async def barrier(self) -> None:
         """Return once every change queued so far is durable (or refused).
