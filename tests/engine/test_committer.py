@@ -220,3 +220,25 @@ async def test_a_store_bug_fails_the_group_without_leaving_a_caller_waiting() ->
     with pytest.raises(RuntimeError, match="a bug"):
         await engine.new("a", [AgentDef(name="a")], LlmConfig(style=LlmStyle.WORKER), RuntimeOptions())
     assert engine.committer.stats().failed == 1
+
+
+async def test_a_failing_observer_costs_no_caller_its_success_and_no_runtime_its_seqs() -> None:
+    """Publishing happens after the transaction committed: a bug there is logged, and every caller of
+    the group hears success, and the next group numbers on from the seqs that were stored."""
+    store = CountingStore()
+    published = Published(store)
+
+    def observer(rt: Runtime, events: list[Event]) -> None:
+        published(rt, events)
+        if rt.id == "a":
+            raise RuntimeError("observer bug (test)")
+
+    engine = Engine(store, clock=SystemClock(), model_for=lambda llm: None,  # type: ignore[arg-type,return-value]
+                    executors={}, observer=observer)
+    for name in ("a", "b"):
+        await engine.new(name, [AgentDef(name="a")], LlmConfig(style=LlmStyle.WORKER), RuntimeOptions())
+    a, b = engine.runtime("a"), engine.runtime("b")
+    for _ in range(2):
+        await asyncio.gather(a.commit(_note(a, "a")), b.commit(_note(b, "b")))
+    assert (_gapless(store, a), _gapless(store, b)) == (["a", "a"], ["b", "b"])
+    assert published.seqs == {"a": [1, 2], "b": [1, 2]} and engine.committer.stats().failed == 0

@@ -25,6 +25,7 @@ an earlier change of the group wrote.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -37,6 +38,8 @@ from .change import Change, EventSpec
 from .context import Deps
 from .handles import HandleTable
 from .links import LINKS_RUNTIME
+
+log = logging.getLogger("toolnexus_daemon.engine")
 
 # the most changes one transaction carries (of all runtimes together)
 MAX_GROUP = 256
@@ -126,9 +129,8 @@ class CommitStats:
 class RuntimeLog:
     """One runtime's side of the commit path: its event seqs, its guard and its barrier."""
 
-    def __init__(self, committer: Committer, host: CommitHost, next_seq: int, first_seq: int,
-                 guard: CommitGuard) -> None:
-        self._committer, self.host, self.guard = committer, host, guard
+    def __init__(self, host: CommitHost, next_seq: int, first_seq: int, guard: CommitGuard) -> None:
+        self.host, self.guard = host, guard
         self.next_seq = next_seq
         # the oldest seq still stored (event retention drops older ones)
         self.first_seq = first_seq
@@ -137,10 +139,6 @@ class RuntimeLog:
     @property
     def id(self) -> str:
         return self.host.id
-
-    async def commit(self, change: Change) -> None:
-        """Return once ``change`` is durable; a cancelled caller cannot tear or drop it."""
-        await self._committer.commit(self, change)
 
     async def barrier(self) -> None:
         """Return once every change of this runtime queued so far is durable (or refused).
@@ -169,10 +167,17 @@ class RuntimeLog:
         return part, keep_from
 
     def committed(self, part: Batch, keep_from: int) -> None:
-        """``part`` is durable: advance the seqs past its events, then publish them."""
+        """``part`` is durable: the next event of this runtime takes the seq after its last."""
         self.next_seq += len(part.events)
         self.first_seq = max(self.first_seq, keep_from)
-        self.host.publish(part.events)
+
+    def publish(self, events: list[Event]) -> None:
+        """Durable events to watchers and the observer. A failure there is logged, never raised: the
+        changes are on disk, so their callers (of every runtime in the group) must hear success."""
+        try:
+            self.host.publish(events)
+        except Exception:
+            log.exception("committed events could not be published", extra={"runtime": self.id})
 
     def _event(self, seq: int, e: EventSpec, at: str) -> Event:
         return Event(seq=seq, runtime_id=self.id, handle=e.handle, type=e.type, note=e.note, at=at,
@@ -212,10 +217,12 @@ class Committer:
     def open(self, host: CommitHost, next_seq: int, first_seq: int,
              guard: CommitGuard | None = None) -> RuntimeLog:
         """The commit path of one runtime whose next event gets ``next_seq``."""
-        return RuntimeLog(self, host, next_seq, first_seq, guard or AllowAll())
+        return RuntimeLog(host, next_seq, first_seq, guard or AllowAll())
 
     async def commit(self, log: RuntimeLog, change: Change) -> None:
-        """Queue ``change`` of ``log``'s runtime behind every change queued before; return once durable."""
+        """Queue ``change`` of ``log``'s runtime behind every change queued before; return once it is
+        durable. A cancelled caller cannot tear or drop it: the change is queued before the first
+        await, and the write goes on without the caller."""
         host = log.host
         host.table.settle_restores()  # memory must not run ahead of a store that refused a change
         batch = to_batch(host.id, change, host.record() if change.runtime else None)
@@ -246,6 +253,8 @@ class Committer:
 
     def _take_group(self) -> list[_Queued]:
         group = [self._queue.popleft()]
+        if not self._queue:  # a lone change: nothing to order
+            return group
         order = _GroupOrder(group[0])
         while self._queue and len(group) < MAX_GROUP and order.admits(self._queue[0]):
             group.append(self._queue.popleft())
@@ -273,8 +282,11 @@ class Committer:
         by_log: dict[RuntimeLog, list[_Queued]] = {}
         for item in group:
             by_log.setdefault(item.log, []).append(item)
-        parts = [(log, *log.part([i.batch for i in items], [e for i in items for e in i.change.events]))
-                 for log, items in by_log.items()]
+        parts = []
+        for rt_log, items in by_log.items():
+            specs = [e for i in items for e in i.change.events]
+            part, keep_from = rt_log.part([i.batch for i in items], specs)
+            parts.append((rt_log, part, keep_from))
         if len(parts) == 1:
             batch = parts[0][1]
         else:
@@ -284,8 +296,10 @@ class Committer:
         await self._store.commit(batch)
         self._counts[0] += len(group)
         self._counts[1] += 1
-        for log, part, keep_from in parts:
-            log.committed(part, keep_from)
+        for rt_log, part, keep_from in parts:  # every runtime's seqs first: none may be reused
+            rt_log.committed(part, keep_from)
+        for rt_log, part, _ in parts:
+            rt_log.publish(part.events)
         for item in group:
             if not item.done.done():
                 item.done.set_result(None)

@@ -125,7 +125,7 @@ class Runtime:
 
     async def commit(self, change: Change) -> None:
         """Commit ``change`` atomically, in order with every other change of this runtime."""
-        await self._log.commit(change)
+        await self.deps.committer.commit(self._log, change)
 
     async def purge(self) -> None:
         """Delete every record of this runtime, through the commit path (so fenced in a cluster)."""
