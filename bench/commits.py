@@ -9,9 +9,11 @@ child handles through the runtime API (``Runtime.spawn``: a real change — the
 parent's record, the child's record, the children log and a ``spawn`` event),
 one after another; ``runtimes × writers`` of them run at once. Reported per
 configuration (median of the repetitions, with min–max): changes committed per
-second, and write transactions per change, read from LMDB's own transaction
+second, write transactions per change, read from LMDB's own transaction
 counter (``env.info()['last_txnid']``), so the figure is the same whichever
-layer of the daemon does the grouping. A lone writer (1 × 1) shows what
+layer of the daemon does the grouping, and the process's CPU time per change
+(all threads: the event loop and the store's writer), which other load on a
+shared machine disturbs far less than the rate. A lone writer (1 × 1) shows what
 grouping costs a commit that has no company: it should get one transaction per
 change and no wait.
 
@@ -52,6 +54,7 @@ REPS = 3
 class Rep:
     changes: int
     seconds: float
+    cpu_seconds: float
     transactions: int
 
     @property
@@ -61,6 +64,10 @@ class Rep:
     @property
     def txns_per_change(self) -> float:
         return self.transactions / self.changes
+
+    @property
+    def cpu_us_per_change(self) -> float:
+        return self.cpu_seconds / self.changes * 1e6
 
 
 class NoModel:
@@ -93,10 +100,10 @@ async def one_rep(runtimes: int, writers: int, changes: int) -> Rep:
             for _ in range(each):
                 await rt.spawn("root", "worker")
 
-        tx0, t0 = _last_txnid(store), time.perf_counter()
+        tx0, t0, c0 = _last_txnid(store), time.perf_counter(), time.process_time()
         await asyncio.gather(*(writer(rt) for rt in rts for _ in range(writers)))
-        seconds, tx1 = time.perf_counter() - t0, _last_txnid(store)
-        return Rep(changes=each * runtimes * writers, seconds=seconds, transactions=tx1 - tx0)
+        seconds, cpu, tx1 = time.perf_counter() - t0, time.process_time() - c0, _last_txnid(store)
+        return Rep(changes=each * runtimes * writers, seconds=seconds, cpu_seconds=cpu, transactions=tx1 - tx0)
     finally:
         await engine.stop()
         store.close()
@@ -115,13 +122,16 @@ async def run(configs: list[tuple[int, int]], changes: int, reps: int) -> list[d
         done = [await one_rep(runtimes, writers, changes) for _ in range(reps)]
         rows.append({"runtimes": runtimes, "writers_per_runtime": writers, "changes": done[0].changes,
                      "commits_per_s": _summary([r.per_second for r in done], 0),
-                     "txns_per_change": _summary([r.txns_per_change for r in done], 3)})
+                     "txns_per_change": _summary([r.txns_per_change for r in done], 3),
+                     "cpu_us_per_change": _summary([r.cpu_us_per_change for r in done], 1)})
         row = rows[-1]
         print(f"{runtimes:>4} runtimes x {writers} writers: "
               f"{row['commits_per_s']['median']:>8.0f} commits/s "
               f"({row['commits_per_s']['min']:.0f}-{row['commits_per_s']['max']:.0f}), "
               f"{row['txns_per_change']['median']:.3f} write txns/change "
-              f"({row['txns_per_change']['min']:.3f}-{row['txns_per_change']['max']:.3f})", flush=True)
+              f"({row['txns_per_change']['min']:.3f}-{row['txns_per_change']['max']:.3f}), "
+              f"{row['cpu_us_per_change']['median']:.0f} us CPU/change "
+              f"({row['cpu_us_per_change']['min']:.0f}-{row['cpu_us_per_change']['max']:.0f})", flush=True)
     return rows
 
 
