@@ -14,8 +14,9 @@ from toolnexus_daemon.engine.change import Change
 from toolnexus_daemon.engine.committer import MAX_GROUP
 from toolnexus_daemon.engine.engine import Engine
 from toolnexus_daemon.engine.runtime import Runtime
-from toolnexus_daemon.errors import StoreFull
+from toolnexus_daemon.errors import StoreError, StoreFull
 from toolnexus_daemon.model import (
+    JSON,
     ROOT_ID,
     AgentDef,
     Event,
@@ -242,3 +243,23 @@ async def test_a_failing_observer_costs_no_caller_its_success_and_no_runtime_its
         await asyncio.gather(a.commit(_note(a, "a")), b.commit(_note(b, "b")))
     assert (_gapless(store, a), _gapless(store, b)) == (["a", "a"], ["b", "b"])
     assert published.seqs == {"a": [1, 2], "b": [1, 2]} and engine.committer.stats().failed == 0
+
+
+async def test_a_refusal_whose_reload_fails_does_not_stall_the_changes_behind_it() -> None:
+    class Damaged(CountingStore):
+        broken = False
+
+        def get_handle(self, runtime_id: str, handle_id: str) -> JSON | None:
+            if self.broken and runtime_id == "b":
+                raise StoreError("damaged record (test)")
+            return super().get_handle(runtime_id, handle_id)
+
+    store = Damaged()
+    _, (a, b) = await _engine(store, "a", "b")
+    root = b.table.handle(ROOT_ID)
+    store.broken = True
+    poison = Change().save(root).event(root, EventType.POST, "poison")
+    results = await asyncio.wait_for(asyncio.gather(b.commit(poison), a.commit(_note(a, "a1")),
+                                                    a.commit(_note(a, "a2")), return_exceptions=True), 5)
+    assert isinstance(results[0], StoreFull) and results[1:] == [None, None]
+    assert _gapless(store, a) == ["a1", "a2"]

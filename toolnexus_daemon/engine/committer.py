@@ -269,13 +269,19 @@ class Committer:
             self._fail(item, StoreError(f"commit failed: {exc!r}"), exc)
 
     def _fail(self, item: _Queued, error: StoreError, raised: Exception) -> None:
+        """Refuse ``item``: its handles reloaded from the store, its guard told, its caller raised to.
+        Nothing here may stop the drain: the changes queued behind it still wait for their turn."""
         self._counts[2] += 1
         try:
             item.log.host.table.restore(item.change.handles)
+        except Exception:
+            log.exception("a refused change's handles could not be reloaded", extra={"runtime": item.log.id})
+        try:
             item.log.guard.refused(item.log.id, error)
-        finally:  # whatever restoring does, the caller hears of its refused change
-            if not item.done.done():
-                item.done.set_exception(raised)
+        except Exception:
+            log.exception("the commit guard failed on a refusal", extra={"runtime": item.log.id})
+        if not item.done.done():
+            item.done.set_exception(raised)
 
     async def _write(self, group: list[_Queued]) -> None:
         """One transaction for ``group``; events numbered, published and callers released in order."""
