@@ -1,10 +1,9 @@
 """The scrape-time gauges read the engine and the hub through the census protocols of ``observe``.
 
 The daemon test (test_metrics.py) checks the figures end to end; this one checks what the
-protocols leave open: a store that groups commits (LMDB, reached through the timing wrapper,
-which passes ``stats`` through ``__getattr__``) reports its group-commit totals, one that does
-not (memory) simply omits them, and a closed store costs the scrape its store families, not
-the scrape.
+protocols leave open: the group-commit totals come from the engine's committer whatever the
+store (LMDB through the timing wrapper, or memory), and a closed store costs the scrape its
+store families, not the scrape.
 """
 
 from __future__ import annotations
@@ -36,15 +35,25 @@ class Loaded:
     bus: Bus
 
 
+@dataclass(frozen=True)
+class Counts:
+    batches: int
+    transactions: int
+
+
 @dataclass
 class Engine:
     """Just what ``RuntimeCensus`` asks of the engine."""
 
     store: CensusStore
     loaded: list[Loaded] = field(default_factory=list)
+    commits: Counts = field(default_factory=lambda: Counts(7, 2))
 
     def runtimes(self) -> list[Loaded]:
         return self.loaded
+
+    def commit_stats(self) -> Counts:
+        return self.commits
 
 
 @dataclass
@@ -68,7 +77,7 @@ def bound(store: Store) -> tuple[Metrics, Store]:
     return metrics, timed
 
 
-async def test_lmdb_through_the_timing_wrapper_reports_group_commits(tmp_path: Path) -> None:
+async def test_lmdb_through_the_timing_wrapper_reports_its_families(tmp_path: Path) -> None:
     metrics, timed = bound(LmdbStore(tmp_path / "data"))
     try:
         await timed.commit(Batch(purge=["r-none"]))
@@ -76,20 +85,21 @@ async def test_lmdb_through_the_timing_wrapper_reports_group_commits(tmp_path: P
         assert got["toolnexus_runtimes"] == 2
         assert got["toolnexus_watchers"] == 3
         assert got["toolnexus_workers_connected"] == 3
-        assert got["toolnexus_store_group_commit_batches"] == 1
-        assert got["toolnexus_store_group_commit_transactions"] == 1
+        assert got["toolnexus_store_group_commit_batches"] == 7
+        assert got["toolnexus_store_group_commit_transactions"] == 2
         assert got["toolnexus_store_commit_batch_records_count"] == 1
         assert got["toolnexus_store_map_size_bytes"] > 0
     finally:
         timed.close()
 
 
-def test_memory_store_has_no_group_commit_families() -> None:
+def test_group_commit_families_come_from_the_committer_whatever_the_store() -> None:
     metrics, timed = bound(MemoryStore())
     got = families(metrics)
     assert got["toolnexus_runtimes"] == 2
     assert "toolnexus_store_size_bytes" in got
-    assert "toolnexus_store_group_commit_batches" not in got
+    assert got["toolnexus_store_group_commit_batches"] == 7
+    assert got["toolnexus_store_group_commit_transactions"] == 2
 
 
 def test_a_closed_store_drops_its_families_not_the_scrape(tmp_path: Path) -> None:

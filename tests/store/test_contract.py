@@ -1,4 +1,4 @@
-"""The Store contract: every test here runs against MemoryStore and LmdbStore alike."""
+"""The Store contract: every test here runs against MemoryStore, LmdbStore and PgStore alike."""
 
 from __future__ import annotations
 
@@ -164,6 +164,26 @@ async def test_drop_events_keeps_that_seq_and_later(store: Store) -> None:
     assert [e.seq for e in store.events("r1")] == [4, 5, 6]
     await store.commit(Batch(drop_events=[("r1", 100)]))
     assert store.events("r1") == [] and [e.seq for e in store.events("r10")] == [1]
+
+
+async def test_one_batch_carries_the_changes_of_several_runtimes(store: Store) -> None:
+    """What the engine's committer writes for a group: records, transcripts, events and drops of
+    several runtimes in one batch, each runtime's applied as if alone (purge, truncate, then puts)."""
+    await store.commit(Batch(runtimes={"r1": {"v": 0}, "r2": {"v": 0}},
+                             events=[event("r1", s) for s in (1, 2, 3)] + [event("r2", 1)],
+                             messages=[(r, "root", i, {"content": f"{r}-{i}"})
+                                       for r in ("r1", "r2") for i in range(3)]))
+    await store.commit(Batch(purge=["r3"], runtimes={"r1": {"v": 1}, "r2": {"v": 1}, "r3": {"v": 1}},
+                             truncate=[("r2", "root", 1)],
+                             messages=[("r2", "root", 1, {"content": "r2-1b"})],
+                             events=[event("r1", 4), event("r2", 2), event("r3", 1)],
+                             drop_events=[("r1", 3)]))
+
+    assert [store.get_runtime(r) for r in ("r1", "r2", "r3")] == [{"v": 1}] * 3
+    assert [e.seq for e in store.events("r1")] == [3, 4] and [e.seq for e in store.events("r2")] == [1, 2]
+    assert [e.seq for e in store.events("r3")] == [1]
+    assert contents(store, "r1", "root") == ["r1-0", "r1-1", "r1-2"]
+    assert contents(store, "r2", "root") == ["r2-0", "r2-1b"]
 
 
 async def test_failed_commit_keeps_nothing(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""What only the PostgreSQL store has: schema versions, group commit in one database transaction,
+"""What only the PostgreSQL store has: schema versions, one database transaction per batch,
 the sync flag, damaged rows, error mapping at the edge and reconnecting after an outage."""
 
 from __future__ import annotations
@@ -40,18 +40,19 @@ def test_a_fresh_database_gets_the_current_schema_and_a_newer_one_is_refused(pg_
         PgStore(pg_dsn)
 
 
-async def test_queued_commits_share_transactions_and_a_refused_one_fails_alone(pg_dsn: str) -> None:
-    """Commits queued behind a slow one go in one transaction, in order; the one the database
-    refuses (a trigger here) fails alone and its neighbours land."""
+async def test_queued_commits_land_in_order_one_transaction_each_and_a_refused_one_fails_alone(
+        pg_dsn: str) -> None:
+    """Commits queued together land in call order, one transaction each (grouping is the engine
+    committer's); the one the database refuses (a trigger here) fails alone and its neighbours land."""
     store = PgStore(pg_dsn)
     sql(pg_dsn, """CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN
                      IF NEW.rid = 'bad' THEN RAISE EXCEPTION 'refused by test'; END IF; RETURN NEW; END
                    $$ LANGUAGE plpgsql""")
     sql(pg_dsn, "CREATE TRIGGER refuse BEFORE INSERT ON tn_runtimes FOR EACH ROW EXECUTE FUNCTION refuse()")
     try:
-        await asyncio.gather(*(store.commit(Batch(runtimes={f"g{i:02d}": {}})) for i in range(40)))
-        shared = store.stats()
-        assert shared.batches == 40 and shared.transactions < 40  # queued commits shared transactions
+        await asyncio.gather(*(store.commit(Batch(runtimes={"g": {"v": i}})) for i in range(40)))
+        assert store.get_runtime("g") == {"v": 39}
+        assert (store.stats().transactions, store.stats().failed) == (40, 0)
 
         commits = [store.commit(Batch(runtimes={"bad" if i == 20 else f"r{i:02d}": {"v": i}},
                                       events=[event("r", i + 1)])) for i in range(40)]
@@ -132,14 +133,12 @@ class _FlakyConn:
 
 
 def test_a_serialisation_failure_runs_the_transaction_again() -> None:
-    class Item:
-        ops = [("INSERT …", [(1,)])]
-
+    steps: list[tuple[str, list[tuple[object, ...]]]] = [("INSERT …", [(1,)])]
     conn = _FlakyConn(failures=2)
-    _write(conn, [Item()])  # type: ignore[arg-type]
+    _write(conn, steps)  # type: ignore[arg-type]
     assert conn.runs == 3 and conn.failures == 0
     with pytest.raises(pgerr.SerializationFailure):
-        _write(_FlakyConn(failures=99), [Item()])  # type: ignore[arg-type]
+        _write(_FlakyConn(failures=99), steps)  # type: ignore[arg-type]
 
 
 async def test_reads_and_commits_recover_after_the_server_restarts(pg_server: PgServer, pg_dsn: str) -> None:

@@ -1,8 +1,8 @@
 """One state change of a runtime: the records, messages and events that commit together.
 
 The engine mutates handles in memory, describes what it touched in a
-``Change``, and the runtime turns it into one store ``Batch`` — handles are
-serialised at commit time, events get their seq under the commit lock.
+``Change``, and the committer turns it into one store ``Batch`` — handles are
+serialised when the change is committed, events get their seqs when its transaction is written.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class Change:
     links: dict[str, JSON] = field(default_factory=dict)
     events: list[EventSpec] = field(default_factory=list)
     runtime: bool = False
+    # delete every record of the runtime (before this change's own writes, if any)
+    purge: bool = False
 
     def save(self, *handles: Handle) -> Change:
         for h in handles:

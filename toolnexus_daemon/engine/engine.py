@@ -30,11 +30,12 @@ from ..errors import (
 )
 from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
-from ..store.base import Batch, Fence, Store
+from ..store.base import Fence, Store
 from ..tools.base import Resolver, ToolExecutor
 from . import links
+from .committer import AllowAll, CommitGuard, CommitStats, Committer
 from .deadlines import Deadlines
-from .ownership import Elsewhere, FencedStore, Moved, Ownership
+from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
 
@@ -62,6 +63,8 @@ class Engine:
                  observer: Observer | None = None, limits: PeerLimits | None = None,
                  env_allow: EnvAllowList | None = None, ownership: Ownership | None = None) -> None:
         self.store = store
+        # the one commit path of every runtime: their changes share transactions (committer.py)
+        self.committer = Committer(store)
         # a member of a cluster: runtimes are held by lease, one owner each (engine.ownership)
         self.ownership = ownership
         self._claiming: dict[str, asyncio.Lock] = {}
@@ -226,9 +229,19 @@ class Engine:
         if self._observer is not None:
             self._observer(rt, events)
 
-    def _store_for(self, fence: Fence | None) -> Store:
-        """The store a runtime commits through: fenced by its lease in a cluster."""
-        return self.store if fence is None else FencedStore(self.store, fence, self._fenced)
+    def commit_stats(self) -> CommitStats:
+        """Changes and write transactions so far: how well grouping is sharing syncs (metrics)."""
+        return self.committer.stats()
+
+    def _guard_for(self, fence: Fence | None) -> CommitGuard:
+        """What a runtime's commits are conditional on: its lease in a cluster, nothing outside one."""
+        return AllowAll() if fence is None else LeaseGuard(fence, self._fenced)
+
+    def _deps(self, llm: LlmConfig, fence: Fence | None) -> RuntimeDeps:
+        return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
+                           executors=self._executors, committer=self.committer, resolver=self._resolver,
+                           observer=self._observe, limits=self.limits, guard=self._guard_for(fence),
+                           answer_base=self.answer_base)
 
     def _fenced(self, runtime_id: str) -> None:
         self.fenced_commits += 1
@@ -238,11 +251,8 @@ class Engine:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
-        deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
-                           executors=self._executors, resolver=self._resolver,
-                           observer=self._observe, limits=self.limits,
-                           answer_base=self.answer_base)
-        return Runtime(rid, agents, llm, options, deps, created_at=float(rec.get("created_at") or 0.0),
+        return Runtime(rid, agents, llm, options, self._deps(llm, fence),
+                       created_at=float(rec.get("created_at") or 0.0),
                        key_digest=str(rec.get("key_digest") or ""))
 
     # ------------------------------------------------------------------ verbs
@@ -273,11 +283,7 @@ class Engine:
                 self.deadlines.track(existing.id)  # an agent back in the registry can be declined again
                 return NewOutcome(existing.id, ROOT_ID, True)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
-            deps = RuntimeDeps(store=self._store_for(fence), clock=self.clock, model=self._model_for(llm),
-                               executors=self._executors, resolver=self._resolver,
-                               observer=self._observe, limits=self.limits,
-                               answer_base=self.answer_base)
-            rt = Runtime(rid, agents, llm, options, deps, created_at=self.clock.now(),
+            rt = Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()
             self._runtimes[rid] = rt
@@ -352,7 +358,7 @@ class Engine:
         await rt.shutdown()
         if purge:
             await rt.lifetime.stop()
-            await rt.deps.store.commit(Batch(purge=[rt.id]))  # fenced by the lease in a cluster
+            await rt.purge()  # through the commit path: fenced by the lease in a cluster
             self._runtimes.pop(rt.id, None)
             self.deadlines.forget(rt.id)
             await rt.deps.model.aclose()

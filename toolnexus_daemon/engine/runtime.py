@@ -1,9 +1,10 @@
 """One runtime: its registry and event bus, the owners of its state, and one method per verb.
 
 The state has owners of its own: the handle table (``handles.py``), the request index
-(``requests.py``), the committer (``committer.py``: every change, its checkpoint and its events
-land in one store transaction, in order, with gapless event seqs, and only then are the events
-published live; a refused commit reloads the touched handles) and the lifetime (``lifetime.py``:
+(``requests.py``), the runtime's log on the engine's one committer (``committer.py``: every
+change, its checkpoint and its events land in one store transaction, in order, with gapless
+event seqs, and only then are the events published live; a refused commit reloads the touched
+handles) and the lifetime (``lifetime.py``:
 load, recovery, running turns, stop). The verb modules see this class only through
 ``context.RuntimeContext``, so the engine's imports run one way.
 """
@@ -82,12 +83,14 @@ class RuntimeDeps:
     clock: Clock
     model: ModelTransport
     executors: Mapping[ToolSource, ToolExecutor]
+    # the engine's one commit path, shared by all its runtimes (their changes share transactions)
+    committer: Committer
     resolver: Resolver | None = None
     # sees every committed batch of events (metrics); must not block or raise
     observer: Callable[[Runtime, list[Event]], None] | None = None
     # what model replies and tool results may carry before they are committed
     limits: PeerLimits = field(default_factory=PeerLimits)
-    # asked before every store transaction of this runtime (the cluster's lease check goes here)
+    # asked for this runtime's part of every store transaction (the cluster's lease check)
     guard: CommitGuard = field(default_factory=AllowAll)
     # what answer links start with (--answers-base-url); "" = the daemon serves none
     answer_base: str = ""
@@ -112,7 +115,7 @@ class Runtime:
         next_seq = deps.store.last_seq(runtime_id) + 1
         self.requests = RequestIndex(deps.store, runtime_id)
         first = deps.store.events(runtime_id, 0, 1)
-        self._committer = Committer(self, next_seq, first[0].seq if first else next_seq, deps.guard)
+        self._log = deps.committer.open(self, next_seq, first[0].seq if first else next_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
         self._escalations: dict[str, asyncio.Lock] = {}
 
@@ -134,12 +137,16 @@ class Runtime:
 
     async def commit(self, change: Change) -> None:
         """Commit ``change`` atomically, in order with every other change of this runtime."""
-        await self._committer.commit(change)
+        await self.deps.committer.commit(self._log, change)
+
+    async def purge(self) -> None:
+        """Delete every record of this runtime, through the commit path (so fenced in a cluster)."""
+        await self.commit(Change(purge=True))
 
     def start_commit(self, change: Change) -> asyncio.Future[None]:
         """Queue ``change`` in order now; the future tells when it is durable (``landing``). A
         refusal nobody waits for any more (the turn was interrupted) is still marked as seen."""
-        done = self._committer.submit(change)
+        done = self.deps.committer.submit(self._log, change)
         done.add_done_callback(_seen)
         return done
 
@@ -152,7 +159,7 @@ class Runtime:
     @property
     def first_seq(self) -> int:
         """The oldest seq still stored (event retention drops older ones)."""
-        return self._committer.first_seq
+        return self._log.first_seq
 
     def check_retained(self, after_seq: int) -> None:
         """OUT_OF_RANGE when events after ``after_seq`` were already dropped by retention."""
@@ -162,7 +169,7 @@ class Runtime:
                              f"watch with after_seq >= {self.first_seq - 1}")
 
     def last_seq(self) -> int:
-        return self._committer.next_seq - 1
+        return self._log.next_seq - 1
 
     # ------------------------------------------------------------------ lookups
 
@@ -218,7 +225,7 @@ class Runtime:
     async def wait(self, handle_id: str, timeout_ms: int = 0) -> TaskResult:
         h = self.table.handle(handle_id)
         if settled_result(h) is not None:
-            await self._committer.barrier()  # report only what is on disk
+            await self._log.barrier()  # report only what is on disk
             settled = settled_result(h)
             if settled is not None:
                 return settled
@@ -234,7 +241,7 @@ class Runtime:
         """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4);
         a suspended tool whose definition changed since is refused unless accepted (§11)."""
         async with self._resume_lock:
-            await self._committer.barrier()  # a suspension still being committed is found, not NOT_FOUND
+            await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
             accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
             top = accepted.chain[-1]
             fut = None if no_wait else self.waiter(top)
@@ -254,7 +261,7 @@ class Runtime:
 
     async def durable(self) -> None:
         """Wait until every change made so far is on disk (before reporting state to a client)."""
-        await self._committer.barrier()
+        await self._log.barrier()
 
     def snapshot(self, handle_id: str) -> Handle:
         return self.table.handle(handle_id)

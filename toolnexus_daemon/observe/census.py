@@ -3,8 +3,8 @@
 The observability room sits beside the engine, not inside it: it must never
 import the engine or the worker hub (the engine would then be one import away
 from ``prometheus_client``), yet the scrape-time gauges need the loaded
-runtimes, their watcher counts, the connected workers and the store's
-counts. These protocols name exactly the methods a scrape calls; the engine
+runtimes, their watcher counts, the connected workers, the commit counts
+and the store's counts. These protocols name exactly the methods a scrape calls; the engine
 and the hub satisfy them structurally, and mypy checks that they do where
 ``app`` binds them (``Metrics.bind``).
 """
@@ -49,8 +49,8 @@ class CensusStore(Protocol):
 
 
 class CommitCounts(Protocol):
-    """A group-committing writer's totals so far (``store.lmdb_write.WriterStats``), from the
-    ``stats()`` of a store that has one; the in-memory store has none."""
+    """The engine committer's totals so far (``engine.committer.CommitStats``): changes committed
+    and the write transactions they shared, whatever the store."""
 
     @property
     def batches(self) -> int: ...
@@ -63,6 +63,8 @@ class RuntimeCensus(Protocol):
     """The engine, as the metrics see it: the runtimes loaded now and the store behind them."""
 
     def runtimes(self) -> Sequence[LoadedRuntime]: ...
+
+    def commit_stats(self) -> CommitCounts: ...
 
     @property
     def store(self) -> CensusStore: ...

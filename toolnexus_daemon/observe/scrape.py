@@ -37,6 +37,7 @@ class LiveGauges:
         yield handles
         yield from _suspension_families(open_by_kind)
         yield from _store_families(self._engine.store)
+        yield from _commit_families(self._engine.commit_stats())
 
     def _census(self, runtimes: Sequence[LoadedRuntime]) -> tuple[Tally[str], dict[str, tuple[int, float]]]:
         """Every runtime's durable counts from the store's indexes: a few reads per runtime,
@@ -82,21 +83,12 @@ def _store_families(store: CensusStore) -> Iterator[Metric]:
     yield _gauge("toolnexus_store_map_size_bytes", "The LMDB map size (--map-size).", info.map_size_bytes)
     yield _gauge("toolnexus_store_map_used_ratio", "Share of the LMDB map in use; full = RESOURCE_EXHAUSTED.",
                  info.size_bytes / info.map_size_bytes if info.map_size_bytes else 0.0)
-    s = _commit_counts(store)
-    if s is not None:
-        yield GaugeMetricFamily("toolnexus_store_group_commit_batches",
-                                "Batches committed so far (group commit shares a transaction).",
-                                value=s.batches)
-        yield GaugeMetricFamily("toolnexus_store_group_commit_transactions",
-                                "Write transactions so far; batches / transactions = the mean group size.",
-                                value=s.transactions)
 
 
-def _commit_counts(store: CensusStore) -> CommitCounts | None:
-    """The writer's totals if the store groups commits (LMDB, PostgreSQL), else None (memory).
-
-    Looked up by name, not by a runtime-checkable ``isinstance``: the timing wrapper passes
-    ``stats`` through ``__getattr__``, which ``isinstance`` no longer consults from Python 3.12.
-    """
-    stats: Callable[[], CommitCounts] | None = getattr(store, "stats", None)
-    return stats() if callable(stats) else None
+def _commit_families(s: CommitCounts) -> Iterator[Metric]:
+    """The committer's totals: the changes of all runtimes share write transactions (group commit)."""
+    yield GaugeMetricFamily("toolnexus_store_group_commit_batches",
+                            "Changes committed so far (group commit shares a transaction).", value=s.batches)
+    yield GaugeMetricFamily("toolnexus_store_group_commit_transactions",
+                            "Write transactions so far; batches / transactions = the mean group size.",
+                            value=s.transactions)

@@ -2,11 +2,11 @@
 
 Owns the environment, its named tables (see ``codec`` for keys and the value
 envelope), the data-directory lock and the writer thread. Commits run on one
-writer thread (``lmdb_write.GroupWriter``), so the event loop never waits on
-fsync and commits land in call order; commits that queue up while a sync is
-under way share the next transaction and its one sync (group commit), and
-each caller is answered only once the transaction holding its batch is
-durable. Reads are synchronous: each opens its own read transaction, which
+writer thread (``lmdb_write.Writer``), so the event loop never waits on fsync
+and commits land in call order, one transaction per batch; each caller is
+answered only once its transaction is durable. (The engine's committer groups
+the changes of all runtimes queued behind a sync into one batch: grouping
+happens there, once.) Reads are synchronous: each opens its own read transaction, which
 LMDB serves from the map without blocking the writer. LMDB errors are
 translated here, at the edge they cross: a full map or disk becomes
 ``StoreFull`` (the transaction is aborted, so nothing of the batch is kept),
@@ -30,25 +30,15 @@ from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Stor
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .datafile import check_data_file, disk_is_full, free_bytes
 from .dirlock import DirLock
-from .lmdb_write import GroupWriter, WriterStats
+from .lmdb_write import Writer, WriterStats
 from .summary import Contribution, contribution, summarize
 
 log = logging.getLogger("toolnexus_daemon.store")
 
-# group commit: at most this many batches share one transaction (bounds its size and its latency)
-MAX_GROUP = 128
-# after a group of several, a synced writer waits up to this long for as many again before it starts.
-# Measured (synced, concurrent committers, one VM): 8 of them ~2.3x and 64 ~3x the commits/s of one
-# transaction per commit; a lone committer unchanged (it never waits). A fixed, unconditional window
-# instead cut a lone committer to a fifth.
-GROUP_WINDOW_S = 0.001
-
-
 class LmdbStore:
     """The ``Store`` protocol over LMDB. Opening takes the directory's lock or raises ``StoreLocked``."""
 
-    def __init__(self, path: str | Path, *, map_size: int = 1 << 30, sync: bool = True,
-                 max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S) -> None:
+    def __init__(self, path: str | Path, *, map_size: int = 1 << 30, sync: bool = True) -> None:
         self._path = Path(path)
         try:
             self._path.mkdir(parents=True, exist_ok=True)
@@ -61,9 +51,7 @@ class LmdbStore:
             undo.callback(self._env.close)
             self._dbs, self._format = _open_tables(self._env, self._path)
             undo.pop_all()
-        # without fsync a transaction is cheap, and waiting for company would only add latency
-        self._writer = GroupWriter(self._env, self._dbs, self._write_error, max_group=max_group,
-                                   window=group_window if sync else 0.0)
+        self._writer = Writer(self._env, self._dbs, self._write_error)
         self._closed = False
 
     # ------------------------------------------------------------------ writes
@@ -87,7 +75,7 @@ class LmdbStore:
         await asyncio.shield(done)
 
     def stats(self) -> WriterStats:
-        """Batches and write transactions so far: how well group commit is sharing syncs."""
+        """Write transactions (one batch each) and refusals so far, and the batches queued now."""
         return self._writer.stats()
 
     def _write_error(self, exc: Exception) -> Exception:

@@ -8,24 +8,18 @@ writer thread then only does LMDB work. Two operations cover every write:
 prefix in a key range), which serves ``truncate``, ``purge`` and ``drop_events``;
 ``IndexHandle`` keeps the handle indexes (``handle_index``) beside each handle record.
 
-``GroupWriter`` is that thread, and it does group commit: a synced commit
-costs one fsync whatever it holds, so every batch queued while the previous
-transaction was syncing is applied, in call order, in ONE transaction with
-one sync (up to ``max_group`` batches; after a group of several, a synced
-writer waits up to ``window`` for as many again, which a lone committer never
-pays). A batch's future resolves only after
-the transaction holding it has committed (and so, on a synced store, synced).
-When a group's transaction fails, nothing of it was kept, and the batches are
-retried one transaction each, so only the batch that cannot land (a full map)
-fails and its neighbours are unaffected — exactly as if each had committed
-alone.
+``Writer`` is that thread: it keeps the event loop off the disk. It writes
+exactly one batch per transaction, in call order, and a batch's future resolves
+only after its transaction has committed (and so, on a synced store, synced);
+a failed transaction kept nothing. It does not group: the engine's committer
+(``engine/committer.py``) already hands the store one batch holding every
+change queued while the previous transaction was syncing, of every runtime.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -150,7 +144,7 @@ def _drop_from(txn: lmdb.Transaction, db: lmdb._Database, op: DropFrom) -> None:
             return
 
 
-# ------------------------------------------------------------------ group commit
+# ------------------------------------------------------------------ the writer thread
 
 ErrorMapper = Callable[[Exception], Exception]
 """Turns what a failed transaction raised into what the batch's caller sees (``StoreFull`` …)."""
@@ -158,14 +152,11 @@ ErrorMapper = Callable[[Exception], Exception]
 
 @dataclass(frozen=True)
 class WriterStats:
-    """What the writer did so far: ``batches`` committed in ``transactions`` write transactions,
-    ``failed`` batches refused, the ``largest_group`` of batches tried in one transaction, and how
-    many batches are ``queued`` right now."""
+    """What the writer did so far: ``transactions`` committed (one batch each), ``failed``
+    transactions (nothing of them kept), and how many batches are ``queued`` right now."""
 
-    batches: int
     transactions: int
     failed: int
-    largest_group: int
     queued: int
 
 
@@ -175,23 +166,16 @@ class _Queued:
     done: concurrent.futures.Future[None]
 
 
-class GroupWriter:
-    """The one thread that writes to an environment, grouping queued batches into shared transactions.
-
-    ``window`` (seconds) makes a group that is not full wait that long for more
-    batches before it starts; 0 groups only what queued up during the previous
-    sync, which costs a lone committer nothing.
-    """
+class Writer:
+    """The one thread that writes to an environment: one batch per transaction, in call order."""
 
     def __init__(self, env: lmdb.Environment, dbs: Tables, map_error: ErrorMapper, *,
-                 max_group: int = 128, window: float = 0.0, name: str = "lmdb-commit") -> None:
+                 name: str = "lmdb-commit") -> None:
         self._env, self._dbs, self._map_error = env, dbs, map_error
-        self._max_group, self._window = max(1, max_group), max(0.0, window)
         self._queue: deque[_Queued] = deque()
         self._cond = threading.Condition()
         self._closing = False
-        self._last_group = 1
-        self._stats = [0, 0, 0, 0]  # batches, transactions, failed, largest group
+        self._counts = [0, 0]  # transactions, failed
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -207,10 +191,8 @@ class GroupWriter:
 
     def stats(self) -> WriterStats:
         with self._cond:
-            batches, txns, failed, largest = self._stats
-            queued = len(self._queue)
-        return WriterStats(batches=batches, transactions=txns, failed=failed, largest_group=largest,
-                           queued=queued)
+            (txns, failed), queued = self._counts, len(self._queue)
+        return WriterStats(transactions=txns, failed=failed, queued=queued)
 
     def close(self) -> None:
         """Write every batch already queued, then stop the thread. Safe to call twice."""
@@ -221,45 +203,30 @@ class GroupWriter:
             self._thread.join()
 
     def _run(self) -> None:
-        while True:
-            group = self._next_group()
-            if not group:
-                return
-            self._count(group=len(group))
-            self._write_group(group)
+        while (item := self._next()) is not None:
+            self._write(item)
 
-    def _next_group(self) -> list[_Queued]:
-        """Block for the first batch, then take what else is queued (waiting up to ``window``)."""
+    def _next(self) -> _Queued | None:
+        """Block for the next batch; None once closing and every queued batch is written."""
         with self._cond:
             while not self._queue and not self._closing:
                 self._cond.wait()
-            # wait for company only when the last group had some: a lone committer never waits
-            want = min(self._last_group, self._max_group)
-            deadline = time.monotonic() + self._window
-            while (self._window and want > 1 and not self._closing and len(self._queue) < want
-                   and (left := deadline - time.monotonic()) > 0):
-                self._cond.wait(left)
-            group = [self._queue.popleft() for _ in range(min(len(self._queue), self._max_group))]
-            self._last_group = len(group)
-        for item in group:
-            # a cancelled future still gets its batch written: commit() promised to finish it
-            item.done.set_running_or_notify_cancel()
-        return group
+            if not self._queue:
+                return None
+            item = self._queue.popleft()
+        # a cancelled future still gets its batch written: commit() promised to finish it
+        item.done.set_running_or_notify_cancel()
+        return item
 
-    def _write_group(self, group: list[_Queued]) -> None:
+    def _write(self, item: _Queued) -> None:
         try:
-            self._transaction(group)
-        except Exception as exc:  # nothing of the group was kept; find the batch that cannot land
-            if len(group) == 1:
-                self._count(failed=1)
-                _fail(group[0].done, self._error_for(exc))
-                return
-            for item in group:
-                self._write_group([item])
+            self._transaction(item.ops)
+        except Exception as exc:  # nothing of the batch was kept
+            self._count(failed=1)
+            _fail(item.done, self._error_for(exc))
             return
-        self._count(batches=len(group), transactions=1)
-        for item in group:
-            _resolve(item.done)
+        self._count(transactions=1)
+        _resolve(item.done)
 
     def _error_for(self, exc: Exception) -> Exception:
         """The caller's error; a mapper that fails itself must not kill the writer thread."""
@@ -268,15 +235,14 @@ class GroupWriter:
         except Exception as mapping:
             return StoreError(f"store write failed: {exc!r} (and describing it failed: {mapping!r})")
 
-    def _transaction(self, group: list[_Queued]) -> None:
+    def _transaction(self, ops: list[Op]) -> None:
         with self._env.begin(write=True) as txn:
-            for item in group:
-                apply(txn, self._dbs, item.ops)
+            apply(txn, self._dbs, ops)
 
-    def _count(self, *, batches: int = 0, transactions: int = 0, failed: int = 0, group: int = 0) -> None:
+    def _count(self, *, transactions: int = 0, failed: int = 0) -> None:
         with self._cond:
-            s = self._stats
-            s[0], s[1], s[2], s[3] = s[0] + batches, s[1] + transactions, s[2] + failed, max(s[3], group)
+            self._counts[0] += transactions
+            self._counts[1] += failed
 
 
 def _resolve(done: concurrent.futures.Future[None]) -> None:

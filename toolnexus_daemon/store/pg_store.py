@@ -1,10 +1,11 @@
 """The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
 
 Commits go through ``pg_write.PgWriter`` (a writer thread with its own connection,
-group commit, one database transaction per group), so the event loop never waits
-on a COMMIT. Reads are synchronous, as the protocol wants: each is one indexed
-query on the store's reader connection (autocommit, so it sees every committed
-change), serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
+one database transaction per batch, in call order), so the event loop never waits
+on a COMMIT; the engine's committer has already grouped the changes behind it.
+Reads are synchronous, as the protocol wants: each is one indexed query on the
+store's reader connection (autocommit, so it sees every committed change),
+serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
 decodes them and names a damaged row's table and key exactly as LMDB does.
 
 Errors are translated at this edge (``pg_link.Link.failed``): a refused or lost
@@ -27,7 +28,6 @@ from ..model import JSON, Event
 from . import codec, pg_pending, pg_schema
 from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
 from .codec import FORMAT_VERSION, Table
-from .lmdb_store import GROUP_WINDOW_S, MAX_GROUP
 from .lmdb_write import WriterStats
 from .pg_link import Link, OneConnection
 from .pg_owner import OwnerLock
@@ -41,7 +41,6 @@ class PgStore:
     """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
 
     def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
-                 max_group: int = MAX_GROUP, group_window: float = GROUP_WINDOW_S,
                  exclusive: bool = True) -> None:
         """``exclusive``: hold the one-daemon-per-database lock (``pg_owner``); a member of a
         cluster shares the database and fences its commits with runtime leases instead."""
@@ -65,8 +64,7 @@ class PgStore:
             log.warning("store schema migrated", extra={"store": self.link.redacted, "from_version": before,
                                                         "to_version": after})
         self._size = 0
-        self._writer = PgWriter(self.link, self._write_error, max_group=max_group,
-                                window=group_window if sync else 0.0)
+        self._writer = PgWriter(self.link, self._write_error)
         self._closed = False
 
     # ------------------------------------------------------------------ writes

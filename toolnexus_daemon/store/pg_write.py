@@ -9,14 +9,14 @@ fences of a cluster (``tn_fence``: the batch lands only while its leases hold): 
 runtimes, handles (with their index columns), truncate, messages, checkpoints,
 requests, events, dropped events.
 
-``PgWriter`` is ``lmdb_write.GroupWriter`` with a database transaction instead of an
-LMDB one: the batches queued behind a commit share the next transaction (one
-COMMIT, one WAL flush when ``synchronous_commit`` is on), in call order; when a
-group's transaction fails, nothing of it was kept and each batch is tried alone, so
-only the one that cannot land fails. The statements of a transaction go in one
-pipeline (one round trip). A serialisation failure or deadlock retries the
-transaction; a lost connection fails it with ``StoreUnavailable`` and the link
-reconnects in the background (``pg_link``).
+``PgWriter`` is ``lmdb_write.Writer`` with a database transaction instead of an
+LMDB one: one batch per transaction (one COMMIT, one WAL flush when
+``synchronous_commit`` is on), in call order; a failed transaction kept nothing.
+Grouping is the engine committer's: the batch it hands over already holds every
+change queued behind the previous commit, of every runtime, with each runtime's
+fence. The statements of a transaction go in one pipeline (one round trip). A
+serialisation failure or deadlock retries the transaction; a lost connection fails
+it with ``StoreUnavailable`` and the link reconnects in the background (``pg_link``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from . import codec
 from .base import Batch, HandleKey
 from .codec import Table
 from .expiry import expiry_of
-from .lmdb_write import ErrorMapper, GroupWriter
+from .lmdb_write import ErrorMapper, Writer
 from .pg_link import Link, OneConnection, is_retryable
 from .pg_schema import RUNTIME_TABLES
 from .summary import contribution, summarize
@@ -121,30 +121,30 @@ def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Any, 
     return [(DELETE[table.value], deletes), (SQL[table.value], puts)]
 
 
-class PgWriter(GroupWriter):
-    """The one thread that writes to the database, grouping queued batches into shared transactions."""
+class PgWriter(Writer):
+    """The one thread that writes to the database: one batch per transaction, in call order."""
 
-    def __init__(self, link: Link, map_error: ErrorMapper, *, max_group: int, window: float) -> None:
+    def __init__(self, link: Link, map_error: ErrorMapper) -> None:
         self._conn = OneConnection(link)
-        super().__init__(cast(Any, None), {}, map_error, max_group=max_group, window=window, name="pg-commit")
+        super().__init__(cast(Any, None), {}, map_error, name="pg-commit")
 
-    def _transaction(self, group: list[Any]) -> None:
-        self._conn.run(lambda conn: _write(conn, group))
+    def _transaction(self, ops: list[Any]) -> None:
+        steps = cast(list[Step], ops)
+        self._conn.run(lambda conn: _write(conn, steps))
 
     def close(self) -> None:
         super().close()
         self._conn.close()
 
 
-def _write(conn: psycopg.Connection[tuple[object, ...]], group: list[Any]) -> None:
-    """Every batch of ``group`` in one transaction, its statements in one pipeline; a serialisation
-    failure or deadlock runs the transaction again."""
+def _write(conn: psycopg.Connection[tuple[object, ...]], steps: list[Step]) -> None:
+    """One batch's ``steps`` in one transaction, in one pipeline; a serialisation failure or
+    deadlock runs the transaction again."""
     for attempt in range(SERIALIZATION_RETRIES + 1):
         try:
             with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
-                for item in group:
-                    for sql, rows in item.ops:
-                        cur.executemany(sql.encode(), rows)
+                for sql, rows in steps:
+                    cur.executemany(sql.encode(), rows)
             return
         except psycopg.Error as exc:
             if not is_retryable(exc) or attempt == SERIALIZATION_RETRIES:

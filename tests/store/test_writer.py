@@ -1,4 +1,6 @@
-"""Group commit in the LMDB store: queued commits share one synced transaction, and still fail alone."""
+"""The LMDB store's writer thread: one transaction per batch, in call order, durable before the
+caller hears back, a refused batch failing alone. It does not group: the engine's committer hands
+it one batch per group (tests/engine/test_committer.py, tests/store/test_commit_path.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,10 @@ def too_big_for_the_small_map(rid: str) -> Batch:
     return Batch(runtimes={rid: {}}, messages=[(rid, "root", i, {"content": "x" * 2000}) for i in range(256)])
 
 
+def txn_id(store: LmdbStore) -> int:
+    return int(store._env.info()["last_txnid"])  # test-only reach inside: LMDB's own counter
+
+
 async def until_drained(store: LmdbStore) -> None:
     """Wait until the writer has taken every queued batch (it is then parked on the write lock)."""
     await asyncio.sleep(0)  # let tasks just created hand their batches over
@@ -43,30 +49,19 @@ async def until_drained(store: LmdbStore) -> None:
         await asyncio.sleep(0.005)
 
 
-async def test_concurrent_commits_share_transactions(store: LmdbStore) -> None:
-    """Fifty commits queued behind one sync land in at most two transactions, every one of them."""
+async def test_queued_commits_land_one_transaction_each_in_call_order(store: LmdbStore) -> None:
+    """Batches queued behind a held write lock are not merged: each is its own transaction."""
+    before = txn_id(store)
     with write_lock_held(store):
-        tasks = [asyncio.create_task(store.commit(small(f"r{i:02d}"))) for i in range(50)]
+        tasks = [asyncio.create_task(store.commit(Batch(runtimes={"r1": {"v": i}}))) for i in range(30)]
         await asyncio.sleep(0.05)
         assert not any(t.done() for t in tasks)
     await asyncio.gather(*tasks)
 
-    stats = store.stats()
-    assert (stats.batches, stats.failed) == (50, 0)
-    assert stats.transactions <= 2
-    assert store.runtime_ids() == [f"r{i:02d}" for i in range(50)]
-
-
-async def test_a_group_applies_its_batches_in_call_order(store: LmdbStore) -> None:
-    with write_lock_held(store):
-        first = asyncio.create_task(store.commit(small("r0")))
-        await until_drained(store)
-        tasks = [asyncio.create_task(store.commit(Batch(runtimes={"r1": {"v": i}}))) for i in range(30)]
-        await asyncio.sleep(0)
-    await asyncio.gather(first, *tasks)
-
     assert store.get_runtime("r1") == {"v": 29}
-    assert store.stats().largest_group == 30
+    assert txn_id(store) - before == 30
+    stats = store.stats()
+    assert (stats.transactions, stats.failed, stats.queued) == (30, 0, 0)
 
 
 async def test_a_commit_returns_only_once_its_transaction_committed(store: LmdbStore) -> None:
@@ -79,13 +74,12 @@ async def test_a_commit_returns_only_once_its_transaction_committed(store: LmdbS
     assert store.get_runtime("r1") == {"v": 1}
 
 
-async def test_a_full_batch_in_a_group_fails_alone(tmp_path: Path) -> None:
-    """The group's shared transaction overflows; its neighbours land, the big batch gets StoreFull."""
+async def test_a_full_batch_fails_alone_and_its_neighbours_land(tmp_path: Path) -> None:
     store = LmdbStore(tmp_path / "data", map_size=SMALL_MAP)
     try:
         with write_lock_held(store):
             blocker = asyncio.create_task(store.commit(small("r0")))
-            await until_drained(store)  # the next three are queued together behind it
+            await until_drained(store)
             before = asyncio.create_task(store.commit(small("r1")))
             big = asyncio.create_task(store.commit(too_big_for_the_small_map("r2")))
             after = asyncio.create_task(store.commit(small("r3", v=3)))
@@ -97,9 +91,20 @@ async def test_a_full_batch_in_a_group_fails_alone(tmp_path: Path) -> None:
         assert store.runtime_ids() == ["r0", "r1", "r3"]
         assert store.messages("r2", "root") == [] and store.get_runtime("r3") == {"v": 3}
         stats = store.stats()
-        assert (stats.batches, stats.failed, stats.largest_group) == (3, 1, 3)
+        assert (stats.transactions, stats.failed) == (3, 1)
     finally:
         store.close()
+
+
+async def test_a_cancelled_caller_still_gets_its_batch_written(store: LmdbStore) -> None:
+    with write_lock_held(store):
+        task = asyncio.create_task(store.commit(small("r1")))
+        await until_drained(store)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await store.commit(small("r2"))  # queued behind it: once this landed, so did r1
+    assert store.runtime_ids() == ["r1", "r2"]
 
 
 async def test_close_writes_every_queued_commit(tmp_path: Path) -> None:
@@ -117,16 +122,3 @@ async def test_close_writes_every_queued_commit(tmp_path: Path) -> None:
         assert reopened.runtime_ids() == [f"r{i}" for i in range(5)]
     finally:
         reopened.close()
-
-
-async def test_a_lone_committer_never_waits_for_company(tmp_path: Path) -> None:
-    """The group window applies only after a group of several: one commit at a time, one txn each."""
-    store = LmdbStore(tmp_path / "data", group_window=0.5)
-    try:
-        started = time.monotonic()
-        for i in range(20):
-            await store.commit(small("r1", v=i))
-        assert time.monotonic() - started < 5  # 20 windows would take 10 s
-        assert store.stats().transactions == 20
-    finally:
-        store.close()

@@ -1,0 +1,218 @@
+"""The engine's one commit path on every real store (memory, LMDB, PostgreSQL): the changes of
+several runtimes share one store transaction, a refusal in a mixed group fails only its change
+and leaves every runtime's seqs gapless, events are published in commit order once durable, a
+cancelled caller's change still lands, and — on PostgreSQL in a cluster — a lost lease fails
+only the changes of the runtime that lost it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from toolnexus_daemon.clock import SystemClock
+from toolnexus_daemon.engine.change import Change
+from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.engine.ownership import Claim, Elsewhere, Owned
+from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.errors import LeaseLost, StoreError
+from toolnexus_daemon.model import (
+    ROOT_ID,
+    AgentDef,
+    Event,
+    EventType,
+    InboxItem,
+    LlmConfig,
+    LlmStyle,
+    RuntimeOptions,
+)
+from toolnexus_daemon.store import Store
+from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
+from toolnexus_daemon.store.pg_store import PgStore
+
+
+class NoModel:
+    """The commit path never calls the model; a forgotten runtime closes it."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Published:
+    """The engine's observer: each runtime's published seqs, and any event published unstored."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.seqs: dict[str, list[int]] = {}
+        self.not_durable: list[Event] = []
+
+    def __call__(self, rt: Runtime, events: list[Event]) -> None:
+        stored = {e.seq for e in self.store.events(rt.id, 0, 100_000)}
+        self.not_durable += [e for e in events if e.seq not in stored]
+        self.seqs.setdefault(rt.id, []).extend(e.seq for e in events)
+
+
+def _engine(store: Store, **kwargs: object) -> Engine:
+    return Engine(store, clock=SystemClock(), model_for=lambda llm: NoModel(),  # type: ignore[arg-type,return-value]
+                  executors={}, **kwargs)  # type: ignore[arg-type]
+
+
+async def _runtimes(engine: Engine, *names: str) -> list[Runtime]:
+    for name in names:
+        await engine.new(name, [AgentDef(name="a")], LlmConfig(style=LlmStyle.WORKER), RuntimeOptions())
+    return [engine.runtime(n) for n in names]
+
+
+@pytest.fixture
+async def engine(store: Store) -> AsyncIterator[Engine]:
+    started = _engine(store, observer=Published(store))
+    yield started
+    await started.stop()
+
+
+def _note(rt: Runtime, text: str) -> Change:
+    return Change().event(rt.table.handle(ROOT_ID), EventType.POST, text)
+
+
+def _store_transactions(store: Store) -> int | None:
+    """The store's own count of write transactions (LMDB, PostgreSQL); None for memory."""
+    stats = getattr(store, "stats", None)
+    return int(stats().transactions) if callable(stats) else None
+
+
+def _notes(store: Store, rt: Runtime) -> list[str]:
+    """``rt``'s stored notes, after checking its seqs run 1, 2, 3... up to its ``last_seq``."""
+    events = store.events(rt.id, 0, 100_000)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), f"{rt.id}: seqs have a gap"
+    assert rt.last_seq() == len(events)
+    return [e.note for e in events]
+
+
+async def test_changes_of_several_runtimes_land_in_one_store_transaction(store: Store,
+                                                                         engine: Engine) -> None:
+    rts = await _runtimes(engine, "a", "b", "c")
+    before, store_before = engine.committer.stats(), _store_transactions(store)
+    await asyncio.gather(*(rt.commit(_note(rt, f"{rt.id}{i}")) for i in range(5) for rt in rts))
+    after = engine.committer.stats()
+    assert (after.changes - before.changes, after.transactions - before.transactions) == (15, 1)
+    if store_before is not None:
+        assert _store_transactions(store) == store_before + 1, "the store wrote the group as one transaction"
+    for rt in rts:
+        assert _notes(store, rt) == [f"{rt.id}{i}" for i in range(5)]
+
+
+async def test_a_refused_change_in_a_mixed_group_fails_alone_and_every_runtime_stays_gapless(
+        store: Store, engine: Engine) -> None:
+    """The store refuses the change it cannot encode; the group is retried change by change, its
+    neighbours of every runtime land, and the refused change's handle is reloaded from the store."""
+    a, b, c = await _runtimes(engine, "a", "b", "c")
+    root = b.table.handle(ROOT_ID)
+    root.inbox.append(InboxItem(from_="app", channel="", text="never stored"))
+    bad = Change().save(root).message(root, 0, {"unencodable": object()}).event(root, EventType.POST, "bad")
+    results = await asyncio.gather(a.commit(_note(a, "a1")), b.commit(_note(b, "b1")), b.commit(bad),
+                                   c.commit(_note(c, "c1")), b.commit(_note(b, "b2")),
+                                   a.commit(_note(a, "a2")), return_exceptions=True)
+    assert [i for i, r in enumerate(results) if r is not None] == [2]
+    assert isinstance(results[2], StoreError) and "cannot encode record" in str(results[2])
+    assert (_notes(store, a), _notes(store, b), _notes(store, c)) == (["a1", "a2"], ["b1", "b2"], ["c1"])
+    assert root.inbox == [] and b.table.handle(ROOT_ID) is root, "memory reloaded from the store, in place"
+    assert store.messages("b", ROOT_ID) == []
+    await b.commit(_note(b, "b3"))
+    assert _notes(store, b)[-1] == "b3" and engine.committer.stats().failed == 1
+
+
+async def test_events_are_published_per_runtime_in_commit_order_once_durable(store: Store) -> None:
+    published = Published(store)
+    engine = _engine(store, observer=published)
+    try:
+        rts = await _runtimes(engine, "a", "b")
+        await asyncio.gather(*(rt.commit(_note(rt, f"n{i}")) for i in range(10) for rt in rts))
+        await asyncio.gather(*(rt.commit(_note(rt, f"m{i}")) for rt in rts for i in range(10)))
+        assert not published.not_durable, "an event was published before its transaction committed"
+        assert published.seqs == {"a": list(range(1, 21)), "b": list(range(1, 21))}
+    finally:
+        await engine.stop()
+
+
+async def test_a_cancelled_caller_cannot_tear_or_drop_its_change(store: Store, engine: Engine) -> None:
+    a, b = await _runtimes(engine, "a", "b")
+    tasks = [asyncio.create_task(rt.commit(_note(rt, f"{rt.id}{i}"))) for i in range(3) for rt in (a, b)]
+    await asyncio.sleep(0)  # every task has queued its change
+    for task in tasks[2:4]:  # a1, b1
+        task.cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    cancelled = [isinstance(r, asyncio.CancelledError) for r in results]
+    assert cancelled == [False, False, True, True, False, False]
+    await a.durable()
+    await b.durable()
+    assert (_notes(store, a), _notes(store, b)) == (["a0", "a1", "a2"], ["b0", "b1", "b2"])
+
+
+# ------------------------------------------------------------------ PostgreSQL, in a cluster
+
+LEASE_MS = 300
+
+
+class LeaseOwnership:
+    """An ``Ownership`` over the store's leases alone (no renewal, no sweeper): what the engine asks."""
+
+    def __init__(self, leases: Leases) -> None:
+        self.leases = leases
+        self.held: dict[str, Lease] = {}
+
+    async def claim(self, runtime_id: str) -> Claim:
+        got = self.leases.acquire(runtime_id)
+        if isinstance(got, Held):
+            return Elsewhere(got.owner, got.address)
+        self.held[runtime_id] = got
+        return Owned(got.fence)
+
+    async def release(self, runtime_id: str) -> None:
+        lease = self.held.pop(runtime_id, None)
+        if lease is not None:
+            self.leases.release(lease)
+
+
+def _expire(dsn: str, runtime_id: str) -> None:
+    """Wait (bounded) until the database says the lease of ``runtime_id`` has run out."""
+    deadline = time.monotonic() + 5
+    query = b"SELECT expires_at <= now() FROM tn_leases WHERE rid = %s"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not conn.execute(query, (runtime_id,)).fetchone()[0]:  # type: ignore[index]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+async def test_a_lost_lease_in_a_mixed_group_fails_only_that_runtimes_changes(pg_dsn: str) -> None:
+    """node-a owns two runtimes; node-b takes one over. node-a's next group mixes both: its fences
+    fail the transaction whole, the changes are retried one by one, and only those of the runtime
+    node-a lost are refused (``LeaseLost``) — which makes the engine forget it."""
+    store_a, store_b = PgStore(pg_dsn, exclusive=False), PgStore(pg_dsn, exclusive=False)
+    leases_a = Leases(store_a.link, "node-a", "node-a.local:7000", LEASE_MS)
+    leases_b = Leases(store_b.link, "node-b", "node-b.local:7000", LEASE_MS)
+    engine = _engine(store_a, ownership=LeaseOwnership(leases_a))
+    try:
+        kept, lost = await _runtimes(engine, "rt-kept", "rt-lost")
+        await asyncio.gather(kept.commit(_note(kept, "k0")), lost.commit(_note(lost, "l0")))
+        _expire(pg_dsn, "rt-lost")
+        assert isinstance(leases_b.acquire("rt-lost"), Lease), "node-b took rt-lost over"
+        before = engine.committer.stats()
+        order = [kept, lost, kept, lost, kept]
+        commits = (rt.commit(_note(rt, f"{rt.id}-{i}")) for i, rt in enumerate(order))
+        results = await asyncio.gather(*commits, return_exceptions=True)
+        assert results[0::2] == [None, None, None]
+        assert all(isinstance(r, LeaseLost) for r in results[1::2])
+        after = engine.committer.stats()
+        assert (after.transactions - before.transactions, after.failed - before.failed) == (3, 2)
+        assert _notes(store_a, kept) == ["k0", "rt-kept-0", "rt-kept-2", "rt-kept-4"]
+        assert [e.note for e in store_a.events("rt-lost")] == ["l0"], "nothing landed after the takeover"
+        assert engine.fenced_commits == 2 and not engine.holds("rt-lost") and engine.holds("rt-kept")
+    finally:
+        await engine.stop()
+        leases_a.close()
+        leases_b.close()
+        store_a.close()
+        store_b.close()
