@@ -4,7 +4,8 @@ The loop is driven by the handle's checkpoint, which is why a resumed or
 recovered turn simply runs it again: with no open step it asks the model;
 with an open step it runs the calls that have no result yet (applying an
 accepted Answer to the suspended one) and goes on. Every model reply and
-every tool result is committed before the next action.
+every tool result is committed before the next action that leaves the
+daemon; the model is asked while the commit before it syncs (``landing``).
 """
 
 from __future__ import annotations
