@@ -36,10 +36,14 @@ class ScriptedModel:
 
     script: Script
     bodies: list[JSON] = field(default_factory=list)
+    # when set, every call waits for it: a test that needs turns still running holds it
+    gate: asyncio.Event | None = None
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         self.bodies.append(request.body)
         await asyncio.sleep(0)
+        if self.gate is not None:
+            await self.gate.wait()
         return reply_from_openai(self.script(request.body))
 
     async def aclose(self) -> None:

@@ -123,8 +123,10 @@ async def test_max_concurrent_queues_the_second_child(bench: Bench) -> None:
     parent = await rt.spawn("root", "parent")
     a = await rt.spawn(parent.id, "looper")
     b = await rt.spawn(parent.id, "looper")
+    bench.model.gate = asyncio.Event()  # a's turn asks the model as its wake syncs: keep it running
     assert await rt.wake(a.id, "first") is False
     assert await rt.wake(b.id, "second") is True
+    bench.model.gate.set()
     assert (await rt.wait(b.id, 5000)).status is Status.DONE
     notes = [e.note for e in bench.store.events("b6", 0, 1000)]
     assert f"{b.id}: wake QUEUED (parent concurrency 1)" in notes

@@ -16,6 +16,7 @@ from ..model import HandleState
 from . import wakes
 from .handle import Handle
 from .handles import HandleTable
+from .landing import Landing
 from .turn import run_turn
 
 if TYPE_CHECKING:
@@ -37,9 +38,10 @@ class RuntimeLifetime:
         """Read what recovery needs (the root and the store's recovery index) into the table."""
         self._recovering = self._table.load_recovering()
 
-    def launch(self, h: Handle) -> None:
-        """Run ``h``'s turn as a task this lifetime tracks (and stops)."""
-        task = asyncio.create_task(run_turn(self._rt, h), name=f"turn {self._rt.id} {h.id}")
+    def launch(self, h: Handle, landing: Landing | None = None) -> None:
+        """Run ``h``'s turn as a task this lifetime tracks (and stops); ``landing``: the wake's
+        commit, when the turn may ask the model while it syncs."""
+        task = asyncio.create_task(run_turn(self._rt, h, landing), name=f"turn {self._rt.id} {h.id}")
         h.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

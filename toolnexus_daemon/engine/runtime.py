@@ -54,6 +54,7 @@ from .committer import AllowAll, CommitGuard, Committer
 from .fingerprint import DefinitionChange
 from .handle import Handle
 from .handles import HandleTable
+from .landing import Landing
 from .lifetime import RuntimeLifetime
 from .requests import RequestIndex
 from .resume import ResumeOutcome
@@ -141,6 +142,13 @@ class Runtime:
     async def purge(self) -> None:
         """Delete every record of this runtime, through the commit path (so fenced in a cluster)."""
         await self.commit(Change(purge=True))
+
+    def start_commit(self, change: Change) -> asyncio.Future[None]:
+        """Queue ``change`` in order now; the future tells when it is durable (``landing``). A
+        refusal nobody waits for any more (the turn was interrupted) is still marked as seen."""
+        done = self.deps.committer.submit(self._log, change)
+        done.add_done_callback(_seen)
+        return done
 
     def publish(self, events: list[Event]) -> None:
         """Committed events: to live watchers, then to the observer (metrics, logs)."""
@@ -321,8 +329,8 @@ class Runtime:
 
     # ------------------------------------------------------------------ turns
 
-    def launch(self, h: Handle) -> None:
-        self.lifetime.launch(h)
+    def launch(self, h: Handle, landing: Landing | None = None) -> None:
+        self.lifetime.launch(h, landing)
 
     @property
     def retired(self) -> str:
@@ -348,3 +356,9 @@ def settled_result(h: Handle) -> TaskResult | None:
     if h.state is HandleState.IDLE and h.last_result is not None:
         return h.last_result
     return None
+
+
+def _seen(done: asyncio.Future[None]) -> None:
+    """Mark a commit's refusal as retrieved (its waiter, if any, still gets it)."""
+    if not done.cancelled():
+        done.exception()

@@ -233,11 +233,12 @@ async def maybe_suspend(rt: RuntimeContext, h: Handle, step: Step, change: Chang
     return True
 
 
-async def close_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, change: Change) -> None:
-    """Every call has a result: append the tool messages (in call order) and go on."""
+def close_step(h: Handle, cp: Checkpoint, step: Step, change: Change) -> Change:
+    """Every call has a result: append the tool messages (in call order) and go on. Returns the
+    change to commit; the turn loop commits it beside its next model call (``turn.Landing``)."""
     for i, call in enumerate(step.calls):
         msg = {"role": "tool", "tool_call_id": call.tool_call_id, "content": step.results[i].output}
         change.message(h, h.log_len, msg)
         h.log_len += 1
     cp.step = None
-    await rt.commit(change.save(h).checkpoint(h, cp))
+    return change.save(h).checkpoint(h, cp)

@@ -24,6 +24,7 @@ from . import notes, wakes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step
 from .handle import Handle
+from .landing import Landing, WakeRefused, landed
 from .slot import TurnSlot
 from .step import announce, close_step, maybe_suspend, run_step
 from .task import tool_payload as task_tool_payload
@@ -41,10 +42,10 @@ BYTES_PER_TOKEN = 4
 MAX_INVALID_NOTE = 2048
 
 
-async def run_turn(rt: RuntimeContext, h: Handle) -> None:
+async def run_turn(rt: RuntimeContext, h: Handle, landing: Landing | None = None) -> None:
     """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``."""
     try:
-        await _loop(rt, h)
+        await _loop(rt, h, landing)
     finally:
         if h.state is not HandleState.RUNNING and not _cancelled():
             await wakes.slot_freed(rt, h)
@@ -55,32 +56,33 @@ def _cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _loop(rt: RuntimeContext, h: Handle) -> None:
+async def _loop(rt: RuntimeContext, h: Handle, landing: Landing | None) -> None:
+    """``landing``: the commit of the wake that started this turn, when it is still on its way."""
     turn = h.cp  # this task runs this turn only: a later wake's turn belongs to its own task
     try:
         while h.state is HandleState.RUNNING and h.cp is turn and turn is not None:
             cp = turn
             if cp.step is None:
-                if cp.turns >= rt.max_turns(h):
-                    await _settle_incomplete(rt, h, cp, "hit maxTurns without a final answer", "maxTurns",
-                                             notes.incomplete(h.id, rt.max_turns(h)))
-                    return
-                spent = budgets.exhausted_limit(rt, h)
-                if spent is not None:
-                    text = f"budget exhausted ({spent[0]}); partial work preserved"
-                    await _settle_incomplete(rt, h, cp, text, spent[1],
-                                             f"{h.id}: running→idle (INCOMPLETE: {text})")
+                stop = _limit_reached(rt, h, cp)
+                if stop is not None:
+                    await landed(landing)
+                    await _settle_incomplete(rt, h, cp, *stop)
                     return
                 started = rt.deps.clock.monotonic()
-                reply = await _ask_model(rt, h, cp)
+                reply, landing = await _ask_model(rt, h, cp, landing), None
                 await _record_reply(rt, h, cp, reply, int((rt.deps.clock.monotonic() - started) * 1000))
             else:
+                await landed(landing)  # tool calls leave the daemon: what precedes them is durable first
+                landing = None
                 deferred = await run_step(rt, h, cp, cp.step)
                 if await maybe_suspend(rt, h, cp.step, deferred):
                     return
-                await close_step(rt, h, cp, cp.step, deferred)
+                landing = _land(rt, h, close_step(h, cp, cp.step, deferred))
+        await landed(landing)  # the turn moved on without asking the model (interrupted or closed)
     except asyncio.CancelledError:
         raise
+    except WakeRefused:
+        return  # the Wake's caller heard why; memory is the store's again
     except ModelError as exc:
         log.warning("model call failed", extra={"runtime": rt.id, "handle": h.id, "error": str(exc)})
         await _settle_error(rt, h, str(exc))
@@ -91,6 +93,24 @@ async def _loop(rt: RuntimeContext, h: Handle) -> None:
     except Exception as exc:  # a bug: settle loudly instead of leaving the handle running forever
         log.exception("turn crashed", extra={"runtime": rt.id, "handle": h.id})
         await _settle_error(rt, h, f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _limit_reached(rt: RuntimeContext, h: Handle, cp: Checkpoint) -> tuple[str, str, str] | None:
+    """Why the turn must stop before asking the model again (text, limit, note), or None."""
+    if cp.turns >= rt.max_turns(h):
+        return "hit maxTurns without a final answer", "maxTurns", notes.incomplete(h.id, rt.max_turns(h))
+    spent = budgets.exhausted_limit(rt, h)
+    if spent is None:
+        return None
+    text = f"budget exhausted ({spent[0]}); partial work preserved"
+    return text, spent[1], f"{h.id}: running→idle (INCOMPLETE: {text})"
+
+
+def _land(rt: RuntimeContext, h: Handle, change: Change) -> Landing:
+    """Queue the step's closing commit without waiting for it (``landing``)."""
+    written = sorted((index, msg) for hid, index, msg in change.messages if hid == h.id)
+    first = written[0][0] if written else h.log_len
+    return Landing(rt.start_commit(change), first, [msg for _, msg in written])
 
 
 # ---------------------------------------------------------------- model
@@ -105,10 +125,13 @@ def _tools_payload(rt: RuntimeContext, h: Handle) -> list[JSON]:
     return tools + [task_tool_payload(rt, agent)] if agent.team else tools
 
 
-def _request_body(rt: RuntimeContext, h: Handle) -> JSON:
+def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSON:
     agent = rt.agent_of(h)
     messages: list[JSON] = [{"role": "system", "content": agent.soul}] if agent.soul else []
-    messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
+    if landing is not None:  # the transcript up to the landing commit, then what it writes
+        messages += rt.deps.store.messages(rt.id, h.id, 0, landing.first) + landing.messages
+    else:
+        messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
     body: JSON = {"model": rt.llm.model if agent.model in ("", "inherit") else agent.model}
     # request_params go first so they can never override what the loop itself owns
     body.update({k: v for k, v in {**rt.llm.request_params, **agent.request_params}.items()
@@ -122,14 +145,24 @@ def _request_body(rt: RuntimeContext, h: Handle) -> JSON:
     return body
 
 
-async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint) -> ModelReply:
+async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Landing | None) -> ModelReply:
+    """The model's checked reply, returned only once ``landing`` (if any) is durable: a refused
+    landing raises its ``StoreError`` (over any model error), and the reply is dropped."""
+    if landing is not None and landing.first + len(landing.messages) != h.log_len:
+        await landed(landing)  # not the commit's own tail (never expected): read it all from the store
+        landing = None
     slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=f"{rt.id}/{h.id}/m{h.turns_total + 1}",
-                           body=_request_body(rt, h), take_timeout_ms=rt.options.tool_timeout_ms,
+                           body=_request_body(rt, h, landing), take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
                            sleep=slot.sleep_outside)
-    async with slot:
-        reply = await rt.deps.model.complete(request)
+    try:
+        async with slot:
+            reply = await rt.deps.model.complete(request)
+    except ModelError:
+        await landed(landing)  # a store refusal is the turn's failure, not the model's
+        raise
+    await landed(landing)
     reply = with_usage(reply, request.body)
     try:
         check_reply(reply.message, reply.usage, rt.deps.limits)

@@ -10,15 +10,17 @@ wake starts (traces ``wake QUEUED …`` and ``DEQUEUED wake (slot freed)``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from ..errors import FailedPrecondition, NotFound
-from ..model import ROOT_ID, Budget, EventType, HandleState, InboxItem
+from ..model import JSON, ROOT_ID, Budget, EventType, HandleState, InboxItem
 from . import budget as budgets
 from . import notes
 from .change import Change
 from .checkpoint import Checkpoint
 from .handle import Handle, children_log
+from .landing import Landing
 
 if TYPE_CHECKING:
     from .context import RuntimeContext
@@ -103,11 +105,15 @@ async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> 
     text = prompt + inbox_block(drained)
     h.state = HandleState.RUNNING
     h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained)
-    change.save(h).message(h, h.log_len, {"role": "user", "content": text}).checkpoint(h, h.cp)
+    message: JSON = {"role": "user", "content": text}
+    change.save(h).message(h, h.log_len, message).checkpoint(h, h.cp)
+    landing = Landing(rt.start_commit(change.transition(h, HandleState.IDLE, HandleState.RUNNING,
+                                                        notes.woke(h.id))),
+                      h.log_len, [message], quiet=True)
     h.log_len += 1
-    change.transition(h, HandleState.IDLE, HandleState.RUNNING, notes.woke(h.id))
-    await rt.commit(change)
-    rt.launch(h)
+    # the turn asks the model while the wake syncs (``landing``); the caller returns once it is durable
+    rt.launch(h, landing)
+    await asyncio.shield(landing.done)
 
 
 async def slot_freed(rt: RuntimeContext, h: Handle) -> None:
