@@ -145,3 +145,19 @@ async def test_a_refused_step_close_ends_the_turn_error_and_its_reply_is_dropped
     assert result.status is Status.ERROR and "store error" in result.text
     assert len(model.asked) == 2  # it was asked beside the refused commit; its reply was not recorded
     assert not any(EventType.MODEL_CALL in kinds and EventType.RESULT in kinds for kinds in store.written)
+
+
+async def test_the_handle_record_a_wake_commits_counts_the_prompt_it_appends() -> None:
+    """The record is serialised when the commit is queued: a transcript length one short would
+    make a restarted daemon write its next message over the prompt (found by the chaos run)."""
+    store = HeldStore()
+    model = RecordingModel(store)
+    rt = await _runtime(store, model, _tools())
+    h = await rt.spawn("root", "a")
+    batches: list[Batch] = []
+    store.refuse = lambda batch: bool(batches.append(batch))
+    assert await rt.wake(h.id, "go") is False
+    wake = next(b for b in batches if any(e.to_state == "running" for e in b.events))
+    (index, _), = [(m[2], m[3]) for m in wake.messages if m[1] == h.id]
+    assert wake.handles[("l", h.id)]["log_len"] == index + 1
+    await rt.wait(h.id, 5000)

@@ -106,11 +106,11 @@ async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> 
     h.state = HandleState.RUNNING
     h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained)
     message: JSON = {"role": "user", "content": text}
-    change.save(h).message(h, h.log_len, message).checkpoint(h, h.cp)
-    landing = Landing(rt.start_commit(change.transition(h, HandleState.IDLE, HandleState.RUNNING,
-                                                        notes.woke(h.id))),
-                      h.log_len, [message], quiet=True)
-    h.log_len += 1
+    index = h.log_len
+    change.save(h).message(h, index, message).checkpoint(h, h.cp)
+    h.log_len += 1  # before the commit serialises the handle: its record counts the prompt
+    change.transition(h, HandleState.IDLE, HandleState.RUNNING, notes.woke(h.id))
+    landing = Landing(rt.start_commit(change), index, [message], quiet=True)
     # the turn asks the model while the wake syncs (``landing``); the caller returns once it is durable
     rt.launch(h, landing)
     await asyncio.shield(landing.done)
