@@ -23,7 +23,6 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,12 +164,6 @@ def commit_ops(rid: str, n: int, value: bytes) -> list[tuple[str, list[tuple[Any
             (SQL["events"], [(rid, n * 2 - 1, value), (rid, n * 2, value)])]
 
 
-@dataclass
-class _Item:
-    """What ``pg_write._write`` takes: a batch's statements as (sql, rows)."""
-    ops: list[tuple[str, list[tuple[Any, ...]]]]
-
-
 class CommitFloor:
     """One durable PostgreSQL commit of the store's shape (``commit_ops``, ~500-byte values) written by
     ``pg_write._write`` as the daemon's writer does (one transaction, one pipeline), on the calling
@@ -192,9 +185,9 @@ class CommitFloor:
 
     def _one(self) -> float:
         self.n += 1
-        item = _Item(commit_ops("rt-floor", self.n, self.value))
+        steps = commit_ops("rt-floor", self.n, self.value)
         t0 = time.perf_counter()
-        _write(self.conn, [item])
+        _write(self.conn, steps)  # one batch's statements as (sql, rows), as the store's writer runs them
         return time.perf_counter() - t0
 
     def sample(self) -> float:

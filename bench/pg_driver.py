@@ -41,7 +41,6 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -56,12 +55,6 @@ from .pg_server import durable_server
 VARIANTS = ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg",
             "asyncpg_one_statement", "psycopg_one_statement")
 VALUE = os.urandom(500)
-
-
-@dataclass
-class _Item:
-    """What ``pg_write._write`` takes: a batch's statements as (sql, rows)."""
-    ops: list[tuple[str, list[tuple[Any, ...]]]]
 
 
 class Shape:
@@ -126,7 +119,7 @@ def _committers(conns: dict[str, Any]) -> dict[str, Callable[[Shape], Awaitable[
     blocking, aconn, apg = conns["psycopg"], conns["psycopg_async"], conns["asyncpg"]
 
     async def psycopg_sync(shape: Shape) -> None:
-        _write(blocking, [_Item(shape.next_ops())])
+        _write(blocking, shape.next_ops())
 
     async def psycopg_one_sync(shape: Shape) -> None:
         with blocking.pipeline(), blocking.transaction(), blocking.cursor() as cur:
@@ -134,7 +127,7 @@ def _committers(conns: dict[str, Any]) -> dict[str, Callable[[Shape], Awaitable[
                 cur.executemany(sql.encode(), rows)
 
     async def psycopg_thread(shape: Shape) -> None:
-        await asyncio.to_thread(_write, blocking, [_Item(shape.next_ops())])
+        await asyncio.to_thread(_write, blocking, shape.next_ops())
 
     async def psycopg_async(shape: Shape) -> None:
         async with aconn.transaction(), aconn.pipeline(), aconn.cursor() as cur:
