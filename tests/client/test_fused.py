@@ -8,28 +8,18 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.test_scenarios import AGENT, PROMPT, secret_action
 from tests.support.daemon import DaemonProcess
 from toolnexus_client import (
-    Context,
     InvalidArgument,
     Runtime,
     Tool,
-    ToolResult,
     Woken,
     agent,
     aio,
     registry,
 )
 from toolnexus_devtools import mock_model
-
-AGENT = "operator"
-PROMPT = "please perform the secret action"
-
-
-def secret_action(args: dict[str, Any], ctx: Context) -> ToolResult | str:
-    if ctx.answer is None:
-        return ToolResult.suspend(id=f"secret-action:{ctx.handle}", kind="authorization", prompt="approve?")
-    return "action performed"
 
 
 def transport(request: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from toolnexus_daemon.model import (
     LlmStyle,
     RuntimeOptions,
 )
-from toolnexus_daemon.store import Batch, MemoryStore
+from toolnexus_daemon.store import Batch, MemoryStore, Store
 
 
 class CountingStore(MemoryStore):
@@ -47,7 +47,7 @@ class CountingStore(MemoryStore):
 class Published:
     """The engine's observer: what each runtime published, and whether it was durable by then."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.seqs: dict[str, list[int]] = {}
         self.not_durable: list[Event] = []

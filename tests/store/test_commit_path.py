@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from tests.engine.test_committer import Published
 from toolnexus_daemon.clock import SystemClock
 from toolnexus_daemon.engine.change import Change
 from toolnexus_daemon.engine.engine import Engine
@@ -22,7 +23,6 @@ from toolnexus_daemon.errors import LeaseLost, StoreError
 from toolnexus_daemon.model import (
     ROOT_ID,
     AgentDef,
-    Event,
     EventType,
     InboxItem,
     LlmConfig,
@@ -39,20 +39,6 @@ class NoModel:
 
     async def aclose(self) -> None:
         return None
-
-
-class Published:
-    """The engine's observer: each runtime's published seqs, and any event published unstored."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.seqs: dict[str, list[int]] = {}
-        self.not_durable: list[Event] = []
-
-    def __call__(self, rt: Runtime, events: list[Event]) -> None:
-        stored = {e.seq for e in self.store.events(rt.id, 0, 100_000)}
-        self.not_durable += [e for e in events if e.seq not in stored]
-        self.seqs.setdefault(rt.id, []).extend(e.seq for e in events)
 
 
 def _engine(store: Store, **kwargs: object) -> Engine:
