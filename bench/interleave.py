@@ -118,13 +118,16 @@ def paired_ratio(res: dict[str, Any], num: str, den: str) -> dict[str, Any]:
     return out
 
 
-def aio_variant(loop: asyncio.AbstractEventLoop, d: Daemon) -> Variant:
-    """A variant running the lean aio driver's cycles on ``loop`` (run from this thread)."""
+def aio_variant(loop: asyncio.AbstractEventLoop, d: Daemon, *, fused: bool = False) -> Variant:
+    """A variant running the lean aio driver's cycles on ``loop`` (run from this thread); ``fused``:
+    its 2-RPC cycle (Spawn with prompt and wait, Resume) instead of the classic 4-RPC one."""
+    cycle = d.fused_cycle if fused else d.cycle
+
     async def cycles(n: int, phases: dict[str, list[float]]) -> list[float]:
         out = []
         for _ in range(n):
             t0 = time.perf_counter()
-            await d.cycle(phases)
+            await cycle(phases)
             out.append(time.perf_counter() - t0)
         return out
 

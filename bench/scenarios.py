@@ -97,15 +97,7 @@ S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client
 
 def _fused_variant(loop: asyncio.AbstractEventLoop, d: Daemon) -> interleave.Variant:
     """The lean driver's fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs) on ``loop``."""
-    async def cycles(n: int, phases: dict[str, list[float]]) -> list[float]:
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await d.fused_cycle(phases)
-            out.append(time.perf_counter() - t0)
-        return out
-
-    return lambda n, phases: loop.run_until_complete(cycles(n, phases))
+    return interleave.aio_variant(loop, d, fused=True)
 
 
 def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
