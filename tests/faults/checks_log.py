@@ -124,14 +124,17 @@ def _lane_vs_turns(rid: str, lane: Lane, turns: list[Turn]) -> list[str]:
 def check_snapshots(rid: str, stored: list[Event], snapshots: list[HandleSnapshot]) -> list[str]:
     """Each snapshot is what its handle's events add up to: state, last result, turns and tokens."""
     problems = []
+    by_handle: dict[str, list[Event]] = defaultdict(list)
+    for e in stored:  # one pass: a long run has about 100,000 events and thousands of handles
+        by_handle[e.handle].append(e)
+    own_tokens = {h: sum(int(((e.data or {}).get("usage") or {}).get("total_tokens") or 0)
+                         for e in events if e.type == "model_call") for h, events in by_handle.items()}
     for snap in snapshots:
-        mine = [e for e in stored if e.handle == snap.id]
-        subtree = [e for e in stored if e.handle == snap.id or e.handle.startswith(snap.id + "/")]
+        mine = by_handle.get(snap.id, [])
         states = [e.to_state for e in mine if e.type == "transition"]
         results = [e.result for e in mine if e.type == "result" and e.result is not None]
         calls = [e for e in mine if e.type == "model_call"]
-        tokens = sum(int(((e.data or {}).get("usage") or {}).get("total_tokens") or 0)
-                     for e in subtree if e.type == "model_call")
+        tokens = sum(n for h, n in own_tokens.items() if h == snap.id or h.startswith(snap.id + "/"))
         last = results[-1] if results else None
         seen = (snap.last_result.status, snap.last_result.text) if snap.last_result else None
         facts = {"state": (states[-1] if states else "idle", snap.state),
