@@ -218,9 +218,7 @@ class Daemon:
         """Spawn, wake and wait until pending; returns the handle id (left suspended)."""
         h = await self.spawn()
         await self.wake(h)
-        r = await self.wait(h)
-        if r.status != "pending":
-            raise RuntimeError(f"expected pending, got {r.status}: {r.text}")
+        _expect(await self.wait(h), "pending")
         return h
 
     async def cycle(self, timings: dict[str, list[float]] | None = None) -> str:
@@ -233,12 +231,10 @@ class Daemon:
         t2 = clock()
         r = await self.wait(h)
         t3 = clock()
-        if r.status != "pending":
-            raise RuntimeError(f"expected pending, got {r.status}: {r.text}")
+        _expect(r, "pending")
         out = await self.resume(r.pending.id)
         t4 = clock()
-        if out.result.status != "done" or out.result.text != "action performed":
-            raise RuntimeError(f"expected done, got {out.result.status}: {out.result.text}")
+        _expect(out.result, "done", "action performed")
         if timings is not None:
             for name, dt in (("spawn", t1 - t0), ("wake", t2 - t1), ("wait_pending", t3 - t2),
                              ("resume_done", t4 - t3)):
@@ -252,17 +248,21 @@ class Daemon:
         t0 = clock()
         out = await self.spawn_awake()
         t1 = clock()
-        r = out.result
-        if r.status != "pending":
-            raise RuntimeError(f"expected pending, got {r.status}: {r.text}")
+        r = _expect(out.result, "pending")
         done = await self.resume(r.pending.id)
         t2 = clock()
-        if done.result.status != "done" or done.result.text != "action performed":
-            raise RuntimeError(f"expected done, got {done.result.status}: {done.result.text}")
+        _expect(done.result, "done", "action performed")
         if timings is not None:
             for name, dt in (("spawn_wake_wait", t1 - t0), ("resume_done", t2 - t1)):
                 timings.setdefault(name, []).append(dt)
         return out.handle
+
+
+def _expect(result: pb.TaskResult, status: str, text: str | None = None) -> pb.TaskResult:
+    """``result`` when it has ``status`` (and ``text``); a benchmark cycle that went wrong stops loudly."""
+    if result.status != status or (text is not None and result.text != text):
+        raise RuntimeError(f"expected {status}, got {result.status}: {result.text}")
+    return result
 
 
 async def run_concurrent(n_tasks: int, total: int, body: Callable[[int], object]) -> float:

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from tests.engine.test_fused_wake import CountingStore
 from toolnexus_daemon.clock import ManualClock
 from toolnexus_daemon.engine.change import Change
 from toolnexus_daemon.engine.committer import Committer
@@ -33,16 +34,6 @@ class Switch:
 
     def refused(self, runtime_id: str, error: StoreError) -> None:
         self.refusals.append((runtime_id, type(error).__name__))
-
-
-class Counting(MemoryStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.transactions = 0
-
-    async def commit(self, batch: Batch) -> None:
-        self.transactions += 1
-        await super().commit(batch)
 
 
 async def _runtime(rid: str, store: MemoryStore, committer: Committer, guard: Switch) -> Runtime:
@@ -76,7 +67,7 @@ async def test_a_refusing_guard_fails_the_commit_and_nothing_reaches_the_store()
 async def test_in_a_mixed_group_a_refusal_fails_only_the_changes_of_the_refused_runtime() -> None:
     """Three runtimes share a transaction; one's guard refuses: the group fails, each change is
     retried alone, and only that runtime's changes fail — the others land, every seq gapless."""
-    store = Counting()
+    store = CountingStore()
     committer = Committer(store)
     guards = {rid: Switch() for rid in ("a", "lost", "c")}
     rts = {rid: await _runtime(rid, store, committer, guard) for rid, guard in guards.items()}
