@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable
 from datetime import UTC, datetime
@@ -108,9 +109,32 @@ class ManualClock:
                 self._timers.remove(entry)
 
 
+_LAST_SECOND: list[Any] = [None, ""]  # (whole second, its formatted prefix): one entry, reused
+_MAX_SECOND = 253402300799  # 9999-12-31T23:59:59Z; beyond it (and before 1970) datetime decides
+
+
 def rfc3339(ts: float) -> str:
-    """An RFC 3339 UTC timestamp with millisecond precision."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """An RFC 3339 UTC timestamp with millisecond precision.
+
+    Every event and log line is stamped, so this runs several times per cycle: the seconds part
+    is formatted once per second and reused; the result is the same string as
+    ``datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")`` (microseconds rounded
+    half-even as ``fromtimestamp`` does, then truncated to milliseconds).
+    """
+    frac, whole = math.modf(ts)
+    us = round(frac * 1e6)
+    second = int(whole)
+    if us >= 1_000_000:
+        second, us = second + 1, us - 1_000_000
+    elif us < 0:
+        second, us = second - 1, us + 1_000_000
+    if not 0 <= second <= _MAX_SECOND:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    last = _LAST_SECOND
+    if last[0] != second:
+        last[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        last[0] = second
+    return f"{last[1]}.{us // 1000:03d}Z"
 
 
 def parse_rfc3339(text: object) -> float | None:

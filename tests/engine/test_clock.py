@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import random
+from datetime import UTC, datetime
 
 import pytest
 
-from toolnexus_daemon.clock import ManualClock
+from toolnexus_daemon.clock import ManualClock, rfc3339
 from toolnexus_daemon.engine.runtime import Runtime
 from toolnexus_daemon.model import AgentDef, HandleState, Status, ToolDef, ToolResult
 from toolnexus_daemon.tools.base import ToolInvocation
@@ -85,3 +87,23 @@ async def test_a_tool_deadline_runs_on_the_runtime_clock(bench: Bench) -> None:
     result = await waiting
     assert result.status is Status.DONE
     assert result.text == 'tool "stuck" did not finish within its deadline of 30000 ms'
+
+
+def _reference_rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize("ts", [0.0, 0.9999996, 1.0000004, 1.9999995, 1_000_000_000.0005,
+                                1_764_856_000.999_999_9, 253_402_300_799.999, -0.5, -1_000.25])
+def test_rfc3339_matches_datetime_at_the_rounding_edges(ts: float) -> None:
+    """The cached-second formatter rounds microseconds half-even like ``datetime.fromtimestamp``
+    and truncates to milliseconds; before 1970 and past 9999 it is datetime itself."""
+    assert rfc3339(ts) == _reference_rfc3339(ts)
+
+
+def test_rfc3339_matches_datetime_on_random_times_in_and_out_of_order() -> None:
+    """The reused seconds prefix never leaks into another second, whatever order times come in."""
+    rng = random.Random(20)
+    base = 1_764_856_000.0
+    times = [base + rng.uniform(-3, 3) for _ in range(2_000)] + [rng.uniform(0, 4e9) for _ in range(2_000)]
+    assert [rfc3339(t) for t in times] == [_reference_rfc3339(t) for t in times]

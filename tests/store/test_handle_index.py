@@ -69,3 +69,28 @@ def test_lmdb_indexes_equal_a_count_from_scratch(groups: list[list[Batch]]) -> N
             assert readings(lmdb_store) == readings(memory)
         finally:
             lmdb_store.close()
+
+
+def test_a_record_only_the_exact_reader_parses_is_taken_back_from_the_index(tmp_path: Path) -> None:
+    """The index reads the record a write replaces with ``orjson``; one written by the ``json``
+    fallback (an integer beyond 64 bits) with a NaN literal in it is refused by ``orjson`` and read
+    exactly instead, so overwriting it still takes back its count and its open suspension."""
+    odd = {"big": 2 ** 70, "nan": float("nan")}
+    parked: JSON = {"id": "root/a", "state": "suspended", "escalating": False, "wake_queue": [],
+                    "pending": {"id": "q1", "kind": "input", "data": {"path": ["root", "a"], **odd}},
+                    "suspended_at": 7.0}
+    closed: JSON = {"id": "root/a", "state": "closed", "escalating": False, "wake_queue": []}
+    groups = [[Batch(handles={("r1", "root/a"): parked})], [Batch(handles={("r1", "root/a"): closed})]]
+    memory = MemoryStore()
+    lmdb_store = LmdbStore(tmp_path / "data", map_size=1 << 24, sync=False)
+    try:
+        asyncio.run(apply_all(memory, groups[:1]))
+        asyncio.run(apply_all(lmdb_store, groups[:1]))
+        assert lmdb_store.census("r1") == memory.census("r1")
+        assert memory.census("r1").open == {"input": (1, 7.0)}
+        asyncio.run(apply_all(memory, groups[1:]))
+        asyncio.run(apply_all(lmdb_store, groups[1:]))
+        assert readings(lmdb_store) == readings(memory)
+        assert lmdb_store.census("r1").open == {} and lmdb_store.census("r1").states == {"closed": 1}
+    finally:
+        lmdb_store.close()
