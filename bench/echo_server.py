@@ -6,10 +6,10 @@ RPC over that transport can cost. Prints ``{"msg": "serving", "addresses": [...]
 on stderr, like the daemon, and serves until SIGTERM.
 
     python -m bench.echo_server --listen 127.0.0.1:0 --listen unix:/tmp/echo.sock
-    python -m bench.echo_server --listen 127.0.0.1:0 --event-loop asyncio   # the stdlib's loop
+    python -m bench.echo_server --listen 127.0.0.1:0 --event-loop uvloop   # libuv's loop
 
-``--event-loop`` is the daemon's flag of the same name (uvloop by default, like the daemon), so
-the floor runs on the same event loop as the daemon it is the floor of.
+``--event-loop`` is the daemon's flag of the same name (the standard library's loop by default,
+like the daemon), so the floor can run on the same event loop as the daemon it is the floor of.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ async def serve(listen: list[str]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--listen", action="append", required=True)
-    p.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop")
+    p.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
     ns = p.parse_args()
     factory = uvloop.new_event_loop if ns.event_loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:

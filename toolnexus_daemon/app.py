@@ -77,9 +77,9 @@ class _Daemon:
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
-    """The event loop ``--event-loop`` names. uvloop by default: grpc.aio wakes the loop once per
-    completion-queue event, and libuv's loop costs the daemon ~10-20 % less CPU per agent cycle
-    than the standard library's selector loop (bench/README.md, issue 20)."""
+    """The event loop ``--event-loop`` names: the standard library's by default, or uvloop, whose
+    cheaper wake-ups (grpc.aio wakes the loop once per completion-queue event) measured less daemon
+    CPU per cycle at 1 lane but mixed at 16 (docs/decisions.md, issue 20)."""
     if name == "uvloop":
         import uvloop  # only when chosen: "asyncio" must run where uvloop is not installed
 

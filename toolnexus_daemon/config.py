@@ -50,9 +50,9 @@ DEFAULT_MAX_STRUCT_DEPTH = 24
 MAX_STRUCT_DEPTH_CEILING = 32
 DEFAULT_EVENT_RETENTION = 100_000
 LOG_LEVELS = ("debug", "info", "warning", "error")
-# the asyncio loop the daemon runs on: uvloop (libuv) costs less CPU per RPC than the stdlib's
-# selector loop under grpc.aio (bench/README.md, issue 20); "asyncio" is the escape hatch
-EVENT_LOOPS = ("uvloop", "asyncio")
+# the asyncio loop the daemon runs on: the standard library's by default; uvloop (libuv) measured
+# less daemon CPU per cycle at 1 lane but mixed at 16 (docs/decisions.md), so it is opt-in
+EVENT_LOOPS = ("asyncio", "uvloop")
 REDACTED = "<redacted>"
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]i?B?|B)?\s*$", re.I)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -273,8 +273,8 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
                    help="(env TOOLNEXUS_LOG_LEVEL; default %(default)s)")
     g.add_argument("--event-loop", choices=EVENT_LOOPS,
                    default=env.get("TOOLNEXUS_EVENT_LOOP", EVENT_LOOPS[0]).lower(),
-                   help="the asyncio event loop: uvloop (less CPU per RPC) or the standard library's "
-                        "(env TOOLNEXUS_EVENT_LOOP; default %(default)s)")
+                   help="the event loop: the standard library's asyncio or uvloop (libuv; measured in "
+                        "docs/decisions.md) (env TOOLNEXUS_EVENT_LOOP; default %(default)s)")
 
 
 def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
