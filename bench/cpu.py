@@ -3,6 +3,7 @@
     python -m bench.cpu                          # this checkout's daemon, 16 lanes and 1 lane
     python -m bench.cpu --cycles 800 --reps 7 --lanes 16
     python -m bench.cpu --daemon OLD_PYTHON:OLD_ROOT --daemon NEW_PYTHON:NEW_ROOT   # alternating
+    python -m bench.cpu --daemon PY:ROOT --daemon PY:ROOT:GRPC_POLL_STRATEGY=poll  # one env lever A/B
 
 One daemon per ``--daemon`` (a python whose environment has that checkout installed, and the
 checkout to run it from; default: this interpreter and this checkout) stays up for the whole
@@ -57,14 +58,22 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return dict(out)
 
 
+def parse_env(text: str) -> dict[str, str]:
+    """``K=V,K2=V2`` (the optional third part of a ``--daemon`` spec) as a dict: an environment
+    lever (``GRPC_*``, ``PYTHONPATH``) measured against the same checkout without it."""
+    pairs = (item.partition("=") for item in text.split(",") if item)
+    return {key: value for key, _, value in pairs}
+
+
 class Variant:
     """One daemon (a python and the checkout it runs from) and the driver connected to it."""
 
     def __init__(self, spec: str, base: Path, index: int, args: tuple[str, ...]) -> None:
-        python, _, root = spec.partition(":")
+        python, _, rest = spec.partition(":")
+        root, _, env = rest.partition(":")
         self.label = spec if spec != f"{sys.executable}:{ROOT}" else "this checkout"
         self.proc = DaemonProcess(base / f"d{index}", *args, listen=("127.0.0.1:0",), python=python,
-                                  cwd=Path(root) if root else ROOT)
+                                  cwd=Path(root) if root else ROOT, env=parse_env(env))
         self.per_cycle: list[float] = []
         self.threads: collections.Counter[str] = collections.Counter()
         self.cycles = 0
@@ -147,8 +156,9 @@ async def amain(ns: argparse.Namespace) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cpu")
-    p.add_argument("--daemon", action="append", default=[], metavar="PYTHON:ROOT",
-                   help="a daemon to measure (repeat to alternate old and new); default this checkout")
+    p.add_argument("--daemon", action="append", default=[], metavar="PYTHON:ROOT[:K=V,...]",
+                   help="a daemon to measure (repeat to alternate old and new), optionally with extra "
+                        "environment variables; default this checkout")
     p.add_argument("--lanes", type=int, nargs="+", default=[16, 1])
     p.add_argument("--cycles", type=int, default=500, help="cycles per repetition")
     p.add_argument("--reps", type=int, default=5)

@@ -6,6 +6,10 @@ RPC over that transport can cost. Prints ``{"msg": "serving", "addresses": [...]
 on stderr, like the daemon, and serves until SIGTERM.
 
     python -m bench.echo_server --listen 127.0.0.1:0 --listen unix:/tmp/echo.sock
+    python -m bench.echo_server --listen 127.0.0.1:0 --event-loop uvloop   # libuv's loop
+
+``--event-loop`` is the daemon's flag of the same name (the standard library's loop by default,
+like the daemon), so the floor can run on the same event loop as the daemon it is the floor of.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import signal
 import sys
 
 import grpc
+import uvloop
 from grpc import aio
 
 SERVICE = "bench.Echo"
@@ -58,7 +63,11 @@ async def serve(listen: list[str]) -> None:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--listen", action="append", required=True)
-    asyncio.run(serve(p.parse_args().listen))
+    p.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
+    ns = p.parse_args()
+    factory = uvloop.new_event_loop if ns.event_loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(serve(ns.listen))
 
 
 if __name__ == "__main__":

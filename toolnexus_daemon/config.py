@@ -50,6 +50,9 @@ DEFAULT_MAX_STRUCT_DEPTH = 24
 MAX_STRUCT_DEPTH_CEILING = 32
 DEFAULT_EVENT_RETENTION = 100_000
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# the asyncio loop the daemon runs on: the standard library's by default; uvloop (libuv) measured
+# less daemon CPU per cycle at 1 lane but mixed at 16 (docs/decisions.md), so it is opt-in
+EVENT_LOOPS = ("asyncio", "uvloop")
 REDACTED = "<redacted>"
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]i?B?|B)?\s*$", re.I)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -100,6 +103,7 @@ class Settings:
     # seconds in-flight RPCs get to finish on SIGTERM
     grace: float = DEFAULT_GRACE_S
     log_level: str = "info"
+    event_loop: str = EVENT_LOOPS[0]
     limits: Limits = field(default_factory=Limits)
     # bearer token every non-health call must present; "" = no authentication
     auth_token: str = field(default="", repr=False)
@@ -146,6 +150,7 @@ class Settings:
         tls = self.tls
         out = {"listen": ",".join(self.listen), "data-dir": str(self.data_dir), "sync": _bool(self.sync),
                "map-size": str(self.map_size), "grace": str(self.grace), "log-level": self.log_level,
+               "event-loop": self.event_loop,
                "auth-token": REDACTED if self.auth_token else "",
                "reflection-open": _bool(self.reflection_open),
                "insecure": _bool(self.insecure), "metrics-listen": self.metrics_listen,
@@ -266,6 +271,10 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
                    help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
                    help="(env TOOLNEXUS_LOG_LEVEL; default %(default)s)")
+    g.add_argument("--event-loop", choices=EVENT_LOOPS,
+                   default=env.get("TOOLNEXUS_EVENT_LOOP", EVENT_LOOPS[0]).lower(),
+                   help="the event loop: the standard library's asyncio or uvloop (libuv; measured in "
+                        "docs/decisions.md) (env TOOLNEXUS_EVENT_LOOP; default %(default)s)")
 
 
 def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -492,6 +501,8 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     listen = tuple(ns.listen or ns.listen_env or [DEFAULT_LISTEN])
     if ns.log_level not in LOG_LEVELS:
         parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+    if ns.event_loop not in EVENT_LOOPS:
+        parser.error(f"--event-loop must be one of {', '.join(EVENT_LOOPS)}")
     if ns.grace < 0:
         parser.error("--grace must not be negative")
     if ns.map_size <= 0:
@@ -501,7 +512,8 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                   "--listen" if ns.listen else "TOOLNEXUS_LISTEN" if ns.listen_env else "--listen")
     _check_data_dir(parser, ns)
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
-                    grace=ns.grace, log_level=ns.log_level, limits=_limits(parser, ns),
+                    grace=ns.grace, log_level=ns.log_level, event_loop=ns.event_loop,
+                    limits=_limits(parser, ns),
                     auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
                     insecure=ns.insecure, metrics_listen=ns.metrics_listen,
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),

@@ -25,6 +25,7 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_METRICS_LISTEN": ("127.0.0.1:9464", "127.0.0.1:9464"),
         "TOOLNEXUS_GRACE": ("2.5", 2.5),
         "TOOLNEXUS_LOG_LEVEL": ("DEBUG", "debug"),
+        "TOOLNEXUS_EVENT_LOOP": ("UVLOOP", "uvloop"),
         "TOOLNEXUS_DATA_DIR": ("/srv/tn", Path("/srv/tn")),
         "TOOLNEXUS_NO_SYNC": ("1", False),
         "TOOLNEXUS_MAP_SIZE": ("2MiB", 2 << 20),
@@ -62,7 +63,8 @@ def _held(s: Settings, name: str) -> object:
     tls = s.tls
     return {
         "TOOLNEXUS_LISTEN": s.listen, "TOOLNEXUS_METRICS_LISTEN": s.metrics_listen,
-        "TOOLNEXUS_GRACE": s.grace, "TOOLNEXUS_LOG_LEVEL": s.log_level, "TOOLNEXUS_DATA_DIR": s.data_dir,
+        "TOOLNEXUS_GRACE": s.grace, "TOOLNEXUS_LOG_LEVEL": s.log_level, "TOOLNEXUS_EVENT_LOOP": s.event_loop,
+        "TOOLNEXUS_DATA_DIR": s.data_dir,
         "TOOLNEXUS_NO_SYNC": s.sync, "TOOLNEXUS_MAP_SIZE": s.map_size, "TOOLNEXUS_TOKEN_FILE": s.auth_token,
         "TOOLNEXUS_AUTH_TOKEN_ENV": s.auth_token, "TOOLNEXUS_REFLECTION_OPEN": s.reflection_open,
         "TOOLNEXUS_TLS_CERT": tls and tls.cert, "TOOLNEXUS_TLS_KEY": tls and tls.key,
@@ -133,3 +135,27 @@ def test_info_shows_listeners_and_the_configuration_without_secrets(tmp_path: Pa
     assert shown == ("1.5", "false", "<redacted>")
     assert Path(info.config["data-dir"]) == proc.data_dir and info.store_size_bytes > 0
     assert "hush-hush" not in str(info)
+
+
+def _maps_uvloop(pid: int) -> bool:
+    """Whether uvloop's extension module is loaded in the process (Linux: its memory map)."""
+    return "/uvloop/loop." in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_daemon_runs_and_serves_on_the_event_loop_it_is_given(tmp_path: Path) -> None:
+    """The standard library's loop by default (uvloop never loaded); --event-loop uvloop runs on uvloop."""
+    for args, uses_uvloop in (((), False), (("--event-loop", "uvloop"), True)):
+        proc = DaemonProcess(tmp_path / f"data-{uses_uvloop}", "--no-sync", *args)
+        with proc:
+            assert proc.proc is not None
+            channel, stub = open_stub(proc.target)
+            with channel:
+                info = stub.Info(pb.InfoRequest(), timeout=5)
+            assert info.config["event-loop"] == ("uvloop" if uses_uvloop else "asyncio")
+            assert _maps_uvloop(proc.proc.pid) is uses_uvloop
+
+
+def test_an_unknown_event_loop_is_refused() -> None:
+    done = subprocess.run([sys.executable, "-m", "toolnexus_daemon", "serve", "--event-loop", "trio"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "--event-loop" in done.stderr and "uvloop" in done.stderr
