@@ -4,6 +4,7 @@
     python -m bench.profile concurrent   # 16 clients (scenario 2), CPU only
     python -m bench.profile slow         # 1,000 handles vs the 50 ms model (scenario 6), CPU only
     python -m bench.profile park         # parking handles on a --no-sync daemon (scenario 5 setup)
+    python -m bench.profile cycle --store postgresql   # the same with the state in PostgreSQL
 
 Writes the raw collapsed stacks to bench/results/profile-<workload>[-flags].txt and
 prints the top functions by own samples and by inclusive samples (a function
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import subprocess
 import sys
 import time
@@ -104,13 +106,25 @@ def main() -> int:
     p.add_argument("--gil", action="store_true", help="only samples holding the GIL (Python CPU)")
     p.add_argument("--native", action="store_true", help="include C/Cython frames (grpc's core, lmdb)")
     p.add_argument("--park", type=int, default=0, help="park this many suspended handles in the runtime first")
+    p.add_argument("--store", choices=("lmdb", "postgresql"), default="lmdb",
+                   help="where the daemon keeps its state: LMDB, or a durable PostgreSQL server of its own")
     ns = p.parse_args()
     flags = "".join(f"-{f}" for f, on in (("nosync", ns.no_sync), ("idle", ns.idle), ("gil", ns.gil),
-                                          ("native", ns.native), (f"park{ns.park}", ns.park)) if on)
+                                          ("native", ns.native), (f"park{ns.park}", ns.park),
+                                          ("pg", ns.store == "postgresql")) if on)
     raw = ROOT / "bench" / "results" / f"profile-{ns.workload}{flags}.txt"
     raw.parent.mkdir(parents=True, exist_ok=True)
-    args = ("--no-sync",) if ns.workload == "park" or ns.no_sync else ()
-    with workdir() as base, daemon(base, *args, name="prof", unix=False) as proc:
+    args: tuple[str, ...] = ("--no-sync",) if ns.workload == "park" or ns.no_sync else ()
+    with contextlib.ExitStack() as stack:
+        if ns.store == "postgresql":
+            from .pg_server import durable_server  # psycopg and the server only when asked for
+            args += ("--store", stack.enter_context(durable_server()).fresh_database("profile"))
+        return _profile(ns, raw, args, stack.enter_context(workdir()))
+    return 1
+
+
+def _profile(ns: argparse.Namespace, raw: Path, args: tuple[str, ...], base: Path) -> int:
+    with daemon(base, *args, name="prof", unix=False) as proc:
         model = ServerProcess("bench.slow_model", "--delay-ms", "50") if ns.workload == "slow" else None
         model_url = model.__enter__().addresses[0] if model else ""
         try:
