@@ -109,7 +109,9 @@ class ManualClock:
                 self._timers.remove(entry)
 
 
-_LAST_SECOND: list[Any] = [None, ""]  # (whole second, its formatted prefix): one entry, reused
+# (whole second, its formatted prefix): one entry, reused; replaced as one tuple, so a thread that
+# reads it (log lines are stamped off the event loop too) never pairs one second with another's text
+_last_second: tuple[int, str] = (-1, "")
 _MAX_SECOND = 253402300799  # 9999-12-31T23:59:59Z; beyond it (and before 1970) datetime decides
 
 
@@ -130,10 +132,10 @@ def rfc3339(ts: float) -> str:
         second, us = second - 1, us + 1_000_000
     if not 0 <= second <= _MAX_SECOND:
         return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    last = _LAST_SECOND
+    global _last_second
+    last = _last_second
     if last[0] != second:
-        last[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        last[0] = second
+        last = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
     return f"{last[1]}.{us // 1000:03d}Z"
 
 
