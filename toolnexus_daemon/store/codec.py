@@ -154,6 +154,21 @@ def encode_value(table: str, key: bytes, value: Any) -> bytes:
     return MAGIC + bytes([FORMAT_VERSION]) + dump_json(f"{table}/{describe_key(table, key)}", value)
 
 
+def peek_value(table: str, key: bytes, raw: bytes) -> JSON:
+    """A record read for a few plain fields only (strings, booleans, a list's length, a float),
+    parsed with ``orjson`` at a fraction of ``json``'s cost: the handle index reads the record
+    every handle write replaces, on the writer thread that shares the GIL with the event loop.
+    Anything ``orjson`` refuses (a NaN literal, damage) goes through the exact reader."""
+    if len(raw) > 3 and raw[:2] == MAGIC and 0 < raw[2] <= FORMAT_VERSION:
+        try:
+            value = orjson.loads(raw[3:])
+        except orjson.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            return value
+    return decode_value(table, key, raw)
+
+
 def decode_value(table: str, key: bytes, raw: bytes) -> JSON:
     where = f"{table}/{describe_key(table, key)}"
     if len(raw) < 3 or raw[:2] != MAGIC or raw[2] == 0:

@@ -29,7 +29,6 @@ import struct
 from collections.abc import Mapping
 
 import lmdb
-import orjson
 
 from ..errors import StoreError
 from ..model import JSON
@@ -90,24 +89,12 @@ def since_of(suspension_key: bytes) -> float:
 
 
 def _stored_record(txn: lmdb.Transaction, db: lmdb._Database, key: bytes) -> JSON | None:
-    """The stored record, read for its summary only: every handle write reads the record it
-    replaces, so this parses with ``orjson`` (a fraction of ``json``'s cost, on the writer
-    thread that shares the GIL with the event loop). The fields a summary reads are strings,
-    booleans, a list's length and a float, which both parsers read alike; anything ``orjson``
-    refuses (a NaN literal, a damaged record) goes through the exact reader."""
+    """The record a write replaces, read for its summary only (``codec.peek_value``)."""
     raw = txn.get(key, db=db)
     if raw is None:
         return None
-    data = bytes(raw)
-    if len(data) > 3 and data[:2] == codec.MAGIC and 0 < data[2] <= codec.FORMAT_VERSION:
-        try:
-            value = orjson.loads(data[3:])
-        except orjson.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
-            return value
     try:
-        return codec.decode_value(Table.HANDLES, key, data)
+        return codec.peek_value(Table.HANDLES, key, bytes(raw))
     except StoreError:
         return None  # a damaged record added nothing when the index was built; it takes nothing back
 
