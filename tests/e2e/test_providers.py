@@ -136,8 +136,10 @@ def test_an_http_tool_fills_the_url_sends_query_and_expands_headers(
         assert rt.wait(h, timeout=30).text == "done"
     finally:
         rt.detach()
-    assert [r.path for r in seen] == ["/api/items/42", "/api/items/missing"]
-    assert seen[0].headers["authorization"] == f"Bearer {SECRET}" and seen[0].query["q"] == ["blue"]
+    # the step's two calls run concurrently: they may reach the server in either order
+    assert sorted(r.path for r in seen) == ["/api/items/42", "/api/items/missing"]
+    first = next(r for r in seen if r.path == "/api/items/42")
+    assert first.headers["authorization"] == f"Bearer {SECRET}" and first.query["q"] == ["blue"]
     tool_messages = [m["content"] for m in model_server.requests[-1]["messages"] if m["role"] == "tool"]
     assert tool_messages[0] == '{"item": "42", "q": "blue"}'
     assert tool_messages[1] == "HTTP 404: no such item"

@@ -11,12 +11,16 @@ meanwhile the survivors take its runtimes over. Afterwards:
 - every acknowledged cycle is in the log (a done result after its resume) and every handle
   ends idle with the tool's text;
 - the approval tool (a webhook on the scripted model server that writes a ledger) ran an
-  approved call twice only when a kill fell between the first run and the commit of its
-  result: a completed call never ran again.
+  approved call twice only when a kill, or a take-over of its runtime from an owner starved
+  past its lease, fell between the first run and the commit of its result: a completed call
+  never ran again.
+
+A lane that does not finish is reported with the daemons' last log lines about its handle.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -66,6 +70,8 @@ class ClusterChaosReport:
     reexecutions: int = 0
     events: int = 0
     violations: list[str] = field(default_factory=list)
+    # the daemons' last log lines about each lane that did not finish: what CI shows of a loss
+    clues: list[str] = field(default_factory=list)
     duration_s: float = 0.0
 
     @property
@@ -83,7 +89,8 @@ class ClusterChaosReport:
                  "(each in flight at a kill)",
                  f"  losses              {self.losses}",
                  f"  duration            {self.duration_s:.1f} s"]
-        return "\n".join(lines + [f"  ! {v}" for v in self.violations[:50]])
+        return "\n".join(lines + [f"  ! {v}" for v in self.violations[:50]]
+                         + [f"  > {c}" for c in self.clues])
 
 
 class Ledger:
@@ -222,6 +229,8 @@ def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaos
                     report.violations.append(f"lane {lane.handle} did not finish: {lane.error!r}")
             report.cycles = sum(lane.cycles for lane in lanes)
             _check(cluster, lanes, ledger, kills, report, rng)
+            told = " ".join(report.violations)
+            report.clues = _clues(cluster, [lane for lane in lanes if lane.handle in told])
         finally:
             cluster.close()
     report.duration_s = time.monotonic() - started
@@ -263,7 +272,7 @@ def _check(cluster: Cluster, lanes: list[Lane], ledger: Ledger, kills: list[tupl
                 done_at.setdefault(e.data.fields["call_id"].string_value, _epoch(e.at))
         for lane in mine:
             _check_lane(cluster, lane, events, report, rng)
-    _check_ledger(ledger, done_at, kills, report)
+    _check_ledger(ledger, done_at, kills, _takeovers(cluster), report)
 
 
 def _check_lane(cluster: Cluster, lane: Lane, events: list[pb.Event], report: ClusterChaosReport,
@@ -284,9 +293,11 @@ def _check_lane(cluster: Cluster, lane: Lane, events: list[pb.Event], report: Cl
 
 
 def _check_ledger(ledger: Ledger, done_at: dict[str, float], kills: list[tuple[float, float]],
-                  report: ClusterChaosReport) -> None:
-    """An approved call that ran twice must have had a kill between its first run and its result's
-    commit; otherwise a completed call ran again."""
+                  takeovers: dict[str, list[float]], report: ClusterChaosReport) -> None:
+    """An approved call that ran twice must have had a kill, or a take-over of its runtime, between
+    its first run and its result's commit; otherwise a completed call ran again. (A loaded machine
+    can starve a live owner past its lease: the runtime is taken over without a kill, and the old
+    owner's run of the call in flight never commits its result.)"""
     runs: dict[str, list[float]] = defaultdict(list)
     for at, call_id, approved in ledger.runs:
         if approved:
@@ -299,8 +310,31 @@ def _check_ledger(ledger: Ledger, done_at: dict[str, float], kills: list[tuple[f
         committed = done_at.get(call_id, float("inf"))
         if any(t > committed + 0.2 for t in times[1:]):
             report.violations.append(f"call {call_id} ran again after its result was committed")
-        elif not any(times[0] - 0.5 <= killed <= committed + 0.5 for killed, _ in kills):
+        elif not any(times[0] - 0.5 <= at <= committed + 0.5
+                     for at in [killed for killed, _ in kills] + takeovers.get(call_id.split("/", 1)[0], [])):
             report.violations.append(f"call {call_id} ran {len(times)} times with no kill before its result")
+
+
+def _takeovers(cluster: Cluster) -> dict[str, list[float]]:
+    """When each runtime was taken over (the daemons' ``runtime taken over`` lines), by runtime."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for proc in cluster.procs:
+        for line in proc.log_lines:
+            if '"runtime taken over"' not in line:
+                continue
+            rec = json.loads(line)
+            out[str(rec["runtime"])].append(_epoch(str(rec["time"])))
+    return out
+
+
+def _clues(cluster: Cluster, lanes: list[Lane], per_lane: int = 8) -> list[str]:
+    """The last log lines each daemon wrote about ``lanes`` (a stuck handle's last known step)."""
+    out: list[str] = []
+    for lane in lanes:
+        for i, proc in enumerate(cluster.procs):
+            mine = [line for line in proc.log_lines if lane.rid in line and f'"{lane.handle}"' in line]
+            out += [f"n{i} {line[:400]}" for line in mine[-per_lane:]]
+    return out
 
 
 def _events(cluster: Cluster, rid: str, rng: random.Random) -> list[pb.Event]:

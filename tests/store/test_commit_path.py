@@ -202,3 +202,34 @@ async def test_a_lost_lease_in_a_mixed_group_fails_only_that_runtimes_changes(pg
         leases_b.close()
         store_a.close()
         store_b.close()
+
+
+async def test_a_refusal_from_an_earlier_tenure_does_not_forget_the_runtime_taken_back(pg_dsn: str) -> None:
+    """node-a loses a runtime to node-b (its renewal says so: forgotten) and takes it back at a
+    newer epoch once node-b's lease runs out. A commit the old tenure still had on its way is
+    then refused — and must not make node-a forget the runtime it serves again, whose lease it
+    keeps renewing (no sweeper would ever take it over: the handle would wait forever)."""
+    store_a, store_b = PgStore(pg_dsn, exclusive=False), PgStore(pg_dsn, exclusive=False)
+    leases_a = Leases(store_a.link, "node-a", "node-a.local:7000", LEASE_MS)
+    leases_b = Leases(store_b.link, "node-b", "node-b.local:7000", LEASE_MS)
+    engine = _engine(store_a, ownership=LeaseOwnership(leases_a))
+    try:
+        (old,) = await _runtimes(engine, "rt-back")
+        _expire(pg_dsn, "rt-back")
+        assert isinstance(leases_b.acquire("rt-back"), Lease), "node-b took rt-back over"
+        engine.lost("rt-back")  # node-a's renewal found the lease gone
+        _expire(pg_dsn, "rt-back")
+        taken_back = await engine.open("rt-back")
+        assert taken_back is not old
+        with pytest.raises(LeaseLost):  # the old tenure's commit, still on its way
+            await old.commit(_note(old, "from the old tenure"))
+        assert engine.holds("rt-back") and engine.runtime("rt-back") is taken_back
+        await taken_back.commit(_note(taken_back, "served at the new epoch"))
+        assert _notes(store_a, taken_back)[-1] == "served at the new epoch"
+        assert engine.fenced_commits == 1
+    finally:
+        await engine.stop()
+        leases_a.close()
+        leases_b.close()
+        store_a.close()
+        store_b.close()

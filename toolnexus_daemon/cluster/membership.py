@@ -120,8 +120,10 @@ class Membership:
         gone = await asyncio.to_thread(self._leases.renew, held)
         self.renew_seconds = loop.time() - began
         for rid in gone:
-            if self._held.get(rid) is not None and self._held[rid].epoch == held[rid]:
-                del self._held[rid]
+            current = self._held.get(rid)
+            if current is not None and current.epoch != held[rid]:
+                continue  # taken again at a newer epoch while the renewal ran: that tenure is not lost
+            self._held.pop(rid, None)
             log.warning("runtime lease lost", extra={"runtime": rid})
             lost(rid)
         for rid in await asyncio.to_thread(self._leases.orphans, SWEEP_LIMIT):

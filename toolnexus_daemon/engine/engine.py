@@ -35,6 +35,7 @@ from ..tools.base import Resolver, ToolExecutor
 from . import links
 from .committer import AllowAll, CommitGuard, CommitStats, Committer
 from .deadlines import Deadlines
+from .detached import run_to_end
 from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
@@ -184,12 +185,21 @@ class Engine:
             return False
         return True
 
-    def lost(self, runtime_id: str) -> None:
+    def lost(self, runtime_id: str, fence: Fence | None = None) -> None:
         """Another daemon owns ``runtime_id`` now (a fenced commit or a renewal said so): forget it
-        here and never write for it again. Its watchers end UNAVAILABLE and reconnect."""
-        rt = self._runtimes.pop(runtime_id, None)
-        if rt is None:
+        here and never write for it again. Its watchers end UNAVAILABLE and reconnect.
+
+        ``fence``: the tenure that heard of the loss. A commit of an earlier tenure can be refused
+        after this daemon took the runtime back at a new epoch; that refusal must not forget the
+        runtime now served here, whose lease stays held and renewed (nobody else would take it)."""
+        current = self._runtimes.get(runtime_id)
+        if current is None:
             return
+        if fence is not None and _fence_of(current) != fence:
+            log.info("a commit of an earlier tenure was refused; the runtime is served here at a newer "
+                     "epoch and kept", extra={"runtime": runtime_id, "epoch": fence.epoch})
+            return
+        rt = self._runtimes.pop(runtime_id)
         log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
         self.deadlines.forget(runtime_id)
         rt.lifetime.retire("the runtime moved to another daemon of the cluster")
@@ -235,7 +245,9 @@ class Engine:
 
     def _guard_for(self, fence: Fence | None) -> CommitGuard:
         """What a runtime's commits are conditional on: its lease in a cluster, nothing outside one."""
-        return AllowAll() if fence is None else LeaseGuard(fence, self._fenced)
+        if fence is None:
+            return AllowAll()
+        return LeaseGuard(fence, lambda runtime_id: self._fenced(runtime_id, fence))
 
     def _deps(self, llm: LlmConfig, fence: Fence | None) -> RuntimeDeps:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
@@ -243,9 +255,9 @@ class Engine:
                            observer=self._observe, limits=self.limits, guard=self._guard_for(fence),
                            answer_base=self.answer_base)
 
-    def _fenced(self, runtime_id: str) -> None:
+    def _fenced(self, runtime_id: str, fence: Fence) -> None:
         self.fenced_commits += 1
-        self.lost(runtime_id)
+        self.lost(runtime_id, fence)
 
     def _build(self, rid: str, rec: JSON, fence: Fence | None = None) -> Runtime:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
@@ -259,7 +271,12 @@ class Engine:
 
     async def new(self, runtime_id: str, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
                   runtime_key: str = "") -> NewOutcome:
-        """Create a runtime, or reattach to ``runtime_id`` (registry replaced, handles kept)."""
+        """Create a runtime, or reattach to ``runtime_id`` (registry replaced, handles kept). Runs to
+        its end once started (``detached``): a runtime whose record is durable is always served."""
+        return await run_to_end(self._new(runtime_id, agents, llm, options, runtime_key))
+
+    async def _new(self, runtime_id: str, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
+                   runtime_key: str) -> NewOutcome:
         if self.stopping:
             raise FailedPrecondition("the daemon is shutting down")
         if runtime_id:
@@ -353,8 +370,12 @@ class Engine:
                 f'runtime "{rt.id}" is protected by a runtime key; send it as x-toolnexus-runtime-key')
 
     async def shutdown_runtime(self, runtime_id: str, purge: bool) -> None:
-        """Close every handle leaf-first; with ``purge`` delete the runtime's records too."""
+        """Close every handle leaf-first; with ``purge`` delete the runtime's records too. Runs to its
+        end once started (``detached``), so a purge never stops halfway."""
         rt = self.runtime(runtime_id)
+        await run_to_end(self._shutdown_runtime(rt, purge))
+
+    async def _shutdown_runtime(self, rt: Runtime, purge: bool) -> None:
         await rt.shutdown()
         if purge:
             await rt.lifetime.stop()
@@ -364,6 +385,12 @@ class Engine:
             await rt.deps.model.aclose()
             if self.ownership is not None:
                 await self.ownership.release(rt.id)
+
+
+def _fence_of(rt: Runtime) -> Fence | None:
+    """The lease tenure ``rt``'s commits carry (None outside a cluster)."""
+    guard = rt.deps.guard
+    return guard.fence if isinstance(guard, LeaseGuard) else None
 
 
 def _digest(secret: str) -> str:

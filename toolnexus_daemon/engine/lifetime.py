@@ -33,6 +33,7 @@ class RuntimeLifetime:
         # set when this daemon gave the runtime up (cluster): why its streams and waits ended
         self.retired = ""
         self.gone = asyncio.Event()
+        self._stopped = False
 
     def load(self) -> None:
         """Read what recovery needs (the root and the store's recovery index) into the table."""
@@ -40,7 +41,13 @@ class RuntimeLifetime:
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
         """Run ``h``'s turn as a task this lifetime tracks (and stops); ``landing``: the wake's
-        commit, when the turn may ask the model while it syncs."""
+        commit, when the turn may ask the model while it syncs.
+
+        Once stopped, nothing launches: a verb that outlived its caller (``detached``) may commit
+        after the daemon began to stop or gave the runtime up, and its turn is then the next
+        start's or the next owner's to recover — it is ``running`` in the store."""
+        if self._stopped:
+            return
         task = asyncio.create_task(run_turn(self._rt, h, landing), name=f"turn {self._rt.id} {h.id}")
         h.task = task
         self._tasks.add(task)
@@ -71,6 +78,7 @@ class RuntimeLifetime:
     async def stop(self) -> None:
         """Stop running turns without changing their state (they continue on the next start), and
         end live watchers."""
+        self._stopped = True
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()

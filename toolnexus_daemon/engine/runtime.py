@@ -51,6 +51,7 @@ from . import task as task_mod
 from .change import Change
 from .checkpoint import Call
 from .committer import AllowAll, CommitGuard, Committer
+from .detached import run_to_end
 from .fingerprint import DefinitionChange
 from .handle import Handle
 from .handles import HandleTable
@@ -75,6 +76,10 @@ class Woken:
     handle: str
     queued: bool
     wait: ResultWait | None = None
+
+
+# a Resume's wait for the result its answer leads to
+Waiter = asyncio.Future[TaskResult]
 
 
 @dataclass
@@ -240,15 +245,8 @@ class Runtime:
                      accept_changed_definition: bool = False) -> ResumeOutcome:
         """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4);
         a suspended tool whose definition changed since is refused unless accepted (§11)."""
-        async with self._resume_lock:
-            await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
-            accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
-            top = accepted.chain[-1]
-            fut = None if no_wait else self.waiter(top)
-            if change is not None:
-                await self.commit(change)
-                for h in accepted.chain:
-                    self.launch(h)
+        accepted, fut = await run_to_end(self._accept(answer, handle_id, no_wait, accept_changed_definition))
+        top = accepted.chain[-1]
         if fut is None:
             return ResumeOutcome(top.id, None, accepted.duplicate)
         settled = settled_result(top) if accepted.duplicate else None
@@ -258,6 +256,22 @@ class Runtime:
             if fut in top.waiters:
                 top.waiters.remove(fut)
         return ResumeOutcome(top.id, result, accepted.duplicate)
+
+    async def _accept(self, answer: Answer, handle_id: str, no_wait: bool,
+                      accept_changed_definition: bool) -> tuple[resume_mod.Accepted, Waiter | None]:
+        """Accept ``answer`` and launch the turns it continues, as one step that runs to its end: an
+        answer made durable always has its turns running (``detached``). The waiter for the top
+        handle is registered before the commit, so a settle that follows at once is not missed; if
+        the caller left meanwhile, that settle drops it."""
+        async with self._resume_lock:
+            await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
+            accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
+            fut = None if no_wait else self.waiter(accepted.chain[-1])
+            if change is not None:
+                await self.commit(change)
+                for h in accepted.chain:
+                    self.launch(h)
+        return accepted, fut
 
     async def durable(self) -> None:
         """Wait until every change made so far is on disk (before reporting state to a client)."""
@@ -290,13 +304,14 @@ class Runtime:
         return len(h.inbox)
 
     async def interrupt(self, handle_id: str) -> lifecycle.Interrupted:
-        return await lifecycle.interrupt(self, self.table.handle(handle_id))
+        """Runs to its end once started (``detached``): a turn it stopped is always settled."""
+        return await run_to_end(lifecycle.interrupt(self, self.table.handle(handle_id)))
 
     async def close(self, handle_id: str) -> None:
-        await lifecycle.close(self, self.table.handle(handle_id), "closed by request")
+        await run_to_end(lifecycle.close(self, self.table.handle(handle_id), "closed by request"))
 
     async def shutdown(self) -> None:
-        await lifecycle.shutdown(self)
+        await run_to_end(lifecycle.shutdown(self))
 
     def watch(self, after_seq: int, types: frozenset[EventType], handle: str) -> AsyncGenerator[Event, None]:
         if handle:
