@@ -112,7 +112,10 @@ async def test_a_resume_whose_caller_left_during_its_commit_still_runs_the_turn(
     assert rt.snapshot(h).state is HandleState.IDLE
 
 
-async def test_an_interrupt_whose_caller_left_during_its_commit_still_settles_the_waiters(held: Any) -> None:
+@pytest.mark.parametrize("verb, after, status", [("interrupt", HandleState.IDLE, Status.INTERRUPTED),
+                                                  ("close", HandleState.CLOSED, Status.CLOSED)])
+async def test_a_stop_whose_caller_left_during_its_commit_still_settles_the_waiters(
+        held: Any, verb: str, after: HandleState, status: Status) -> None:
     store, model, engine = held
     rt = await _runtime(engine)
     h = (await rt.spawn("root", "a")).id
@@ -120,24 +123,12 @@ async def test_an_interrupt_whose_caller_left_during_its_commit_still_settles_th
     await rt.wake(h, "do it")
     waiting = asyncio.ensure_future(rt.wait(h, 0))
     await asyncio.sleep(0.01)
-    await _cancel_while_held(store, rt.interrupt(h), lambda: rt.snapshot(h).state is HandleState.IDLE)
+    stop = rt.interrupt(h) if verb == "interrupt" else rt.close(h)
+    await _cancel_while_held(store, stop, lambda: rt.snapshot(h).state is after)
     result = await asyncio.wait_for(waiting, 5)
-    assert result.status is Status.INTERRUPTED
-    assert rt.snapshot(h).state is HandleState.IDLE and rt.snapshot(h).task is None
-
-
-async def test_a_close_whose_caller_left_during_its_commit_still_settles_the_waiters(held: Any) -> None:
-    store, model, engine = held
-    rt = await _runtime(engine)
-    h = (await rt.spawn("root", "a")).id
-    model.gate = asyncio.Event()
-    await rt.wake(h, "do it")
-    waiting = asyncio.ensure_future(rt.wait(h, 0))
-    await asyncio.sleep(0.01)
-    await _cancel_while_held(store, rt.close(h), lambda: rt.snapshot(h).state is HandleState.CLOSED)
-    result = await asyncio.wait_for(waiting, 5)
-    assert result.status is Status.CLOSED
-    assert (store.get_handle("gone", h) or {}).get("state") == "closed"
+    assert result.status is status
+    assert rt.snapshot(h).task is None
+    assert (store.get_handle("gone", h) or {}).get("state") == str(after)
 
 
 async def test_a_new_whose_caller_left_during_its_commit_is_still_served(held: Any) -> None:

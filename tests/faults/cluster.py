@@ -21,6 +21,7 @@ A lane that does not finish is reported with the daemons' last log lines about i
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
@@ -43,6 +44,8 @@ from toolnexus_devtools.model_server import Received, chat_response, tool_call
 T = TypeVar("T")
 LEDGER_PATH = "/tools/ledger-approval"
 DONE = "action performed"
+# once the kills are over, how long the lanes get to end the cycle each is in
+FINISH_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,7 @@ def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaos
         try:
             for proc in cluster.procs:
                 proc.start()
-            lanes = _lanes(cluster, cfg, model, report, rng, started + cfg.deadline_s)
+            lanes = _lanes(cluster, cfg, model, report, rng, math.inf)  # no deadline while the kills run
             for _ in range(cfg.kills):
                 time.sleep(rng.uniform(0.2, 1.0))
                 proc = rng.choice(cluster.procs)
@@ -221,10 +224,12 @@ def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaos
                 proc.start()
                 kills.append((killed, time.time()))
                 report.kills += 1
-            for lane in lanes:
+            finish_by = max(started + cfg.deadline_s, time.monotonic() + FINISH_S)
+            for lane in lanes:  # the last cycles get time of their own however long the kills took
+                lane.deadline = finish_by
                 lane.stop_cycles.set()
             for lane in lanes:
-                lane.join(max(1.0, started + cfg.deadline_s - time.monotonic()))
+                lane.join(max(1.0, finish_by - time.monotonic()))
                 if lane.is_alive() or lane.error is not None:
                     report.violations.append(f"lane {lane.handle} did not finish: {lane.error!r}")
             report.cycles = sum(lane.cycles for lane in lanes)

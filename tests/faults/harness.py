@@ -15,6 +15,7 @@ The randomness is seeded: the seed is printed with the figures.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import shutil
 import threading
@@ -36,6 +37,8 @@ from .watcher import Watcher
 from .worker import ChaosWorker
 
 KILL_MODES = ("delay", "delay", "burst", "resume")
+# once the kills are over, how long the lanes get to end the cycle each is in
+FINISH_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,9 @@ def run_chaos(cfg: ChaosConfig) -> ChaosReport:
         for i, rt in enumerate(runtimes):
             worker = ChaosWorker(target, rt.id, ledger, lambda: generation[0], seed=cfg.seed * 1000 + i)
             teardown.callback(worker.start().stop)
-        ctx = LaneContext(threading.Event(), time.monotonic() + cfg.deadline_s)
+        # no lane is cut while the kills run (the kill loop is bounded by itself); the deadline is set
+        # once they are over
+        ctx = LaneContext(threading.Event(), math.inf)
         teardown.callback(ctx.abort.set)
         resumed = threading.Event()
         ctx.on_resume = resumed.set
@@ -111,6 +116,9 @@ def run_chaos(cfg: ChaosConfig) -> ChaosReport:
             _kill_once(rig, i, random.Random(f"{cfg.seed}:{i}"), resumed)
         time.sleep(max(0.0, rig.started + cfg.min_run_s - time.monotonic()))
         ctx.stop_cycles.set()
+        # the lanes' last cycles get time of their own, however long a loaded machine took over the
+        # kills: what is left of the run's deadline, and at least FINISH_S
+        ctx.deadline = max(rig.started + cfg.deadline_s, time.monotonic() + FINISH_S)
         return finish(rig)
 
 

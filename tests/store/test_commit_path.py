@@ -7,6 +7,7 @@ only the changes of the runtime that lost it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -172,15 +173,28 @@ def _expire(dsn: str, runtime_id: str) -> None:
             time.sleep(0.05)
 
 
-async def test_a_lost_lease_in_a_mixed_group_fails_only_that_runtimes_changes(pg_dsn: str) -> None:
-    """node-a owns two runtimes; node-b takes one over. node-a's next group mixes both: its fences
-    fail the transaction whole, the changes are retried one by one, and only those of the runtime
-    node-a lost are refused (``LeaseLost``) — which makes the engine forget it."""
+@contextlib.asynccontextmanager
+async def _two_nodes(pg_dsn: str) -> AsyncIterator[tuple[Engine, Leases, PgStore]]:
+    """node-a's engine (leases, no renewal) and node-b's leases on one database; all closed after."""
     store_a, store_b = PgStore(pg_dsn, exclusive=False), PgStore(pg_dsn, exclusive=False)
     leases_a = Leases(store_a.link, "node-a", "node-a.local:7000", LEASE_MS)
     leases_b = Leases(store_b.link, "node-b", "node-b.local:7000", LEASE_MS)
     engine = _engine(store_a, ownership=LeaseOwnership(leases_a))
     try:
+        yield engine, leases_b, store_a
+    finally:
+        await engine.stop()
+        leases_a.close()
+        leases_b.close()
+        store_a.close()
+        store_b.close()
+
+
+async def test_a_lost_lease_in_a_mixed_group_fails_only_that_runtimes_changes(pg_dsn: str) -> None:
+    """node-a owns two runtimes; node-b takes one over. node-a's next group mixes both: its fences
+    fail the transaction whole, the changes are retried one by one, and only those of the runtime
+    node-a lost are refused (``LeaseLost``) — which makes the engine forget it."""
+    async with _two_nodes(pg_dsn) as (engine, leases_b, store_a):
         kept, lost = await _runtimes(engine, "rt-kept", "rt-lost")
         await asyncio.gather(kept.commit(_note(kept, "k0")), lost.commit(_note(lost, "l0")))
         _expire(pg_dsn, "rt-lost")
@@ -196,12 +210,6 @@ async def test_a_lost_lease_in_a_mixed_group_fails_only_that_runtimes_changes(pg
         assert _notes(store_a, kept) == ["k0", "rt-kept-0", "rt-kept-2", "rt-kept-4"]
         assert [e.note for e in store_a.events("rt-lost")] == ["l0"], "nothing landed after the takeover"
         assert engine.fenced_commits == 2 and not engine.holds("rt-lost") and engine.holds("rt-kept")
-    finally:
-        await engine.stop()
-        leases_a.close()
-        leases_b.close()
-        store_a.close()
-        store_b.close()
 
 
 async def test_a_refusal_from_an_earlier_tenure_does_not_forget_the_runtime_taken_back(pg_dsn: str) -> None:
@@ -209,11 +217,7 @@ async def test_a_refusal_from_an_earlier_tenure_does_not_forget_the_runtime_take
     newer epoch once node-b's lease runs out. A commit the old tenure still had on its way is
     then refused — and must not make node-a forget the runtime it serves again, whose lease it
     keeps renewing (no sweeper would ever take it over: the handle would wait forever)."""
-    store_a, store_b = PgStore(pg_dsn, exclusive=False), PgStore(pg_dsn, exclusive=False)
-    leases_a = Leases(store_a.link, "node-a", "node-a.local:7000", LEASE_MS)
-    leases_b = Leases(store_b.link, "node-b", "node-b.local:7000", LEASE_MS)
-    engine = _engine(store_a, ownership=LeaseOwnership(leases_a))
-    try:
+    async with _two_nodes(pg_dsn) as (engine, leases_b, store_a):
         (old,) = await _runtimes(engine, "rt-back")
         _expire(pg_dsn, "rt-back")
         assert isinstance(leases_b.acquire("rt-back"), Lease), "node-b took rt-back over"
@@ -227,9 +231,3 @@ async def test_a_refusal_from_an_earlier_tenure_does_not_forget_the_runtime_take
         await taken_back.commit(_note(taken_back, "served at the new epoch"))
         assert _notes(store_a, taken_back)[-1] == "served at the new epoch"
         assert engine.fenced_commits == 1
-    finally:
-        await engine.stop()
-        leases_a.close()
-        leases_b.close()
-        store_a.close()
-        store_b.close()
