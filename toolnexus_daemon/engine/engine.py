@@ -141,6 +141,12 @@ class Engine:
         rt = self._runtimes.get(runtime_id)
         if rt is not None or self.ownership is None or not runtime_id or runtime_id in self._damaged:
             return self.runtime(runtime_id)
+        # a take-over runs to its end (``detached``): a lease taken and turns recovered halfway would
+        # wait a lease for the sweeper, or leave queued wakes unstarted
+        return await run_to_end(self._claim_and_open(runtime_id))
+
+    async def _claim_and_open(self, runtime_id: str) -> Runtime:
+        assert self.ownership is not None
         async with self._claiming.setdefault(runtime_id, asyncio.Lock()):
             rt = self._runtimes.get(runtime_id)
             if rt is not None:
