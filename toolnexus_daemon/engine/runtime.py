@@ -266,9 +266,15 @@ class Runtime:
         async with self._resume_lock:
             await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
             accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
-            fut = None if no_wait else self.waiter(accepted.chain[-1])
+            top = accepted.chain[-1]
+            fut = None if no_wait else self.waiter(top)
             if change is not None:
-                await self.commit(change)
+                try:
+                    await self.commit(change)
+                except BaseException:  # refused: nobody will wait on this one
+                    if fut is not None and fut in top.waiters:
+                        top.waiters.remove(fut)
+                    raise
                 for h in accepted.chain:
                     self.launch(h)
         return accepted, fut
