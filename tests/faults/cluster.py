@@ -317,7 +317,8 @@ def _check_ledger(ledger: Ledger, done_at: dict[str, float], kills: list[tuple[f
             report.violations.append(f"call {call_id} ran again after its result was committed")
         elif not any(times[0] - 0.5 <= at <= committed + 0.5
                      for at in [killed for killed, _ in kills] + takeovers.get(call_id.split("/", 1)[0], [])):
-            report.violations.append(f"call {call_id} ran {len(times)} times with no kill or take-over before its result")
+            report.violations.append(f"call {call_id} ran {len(times)} times with no kill or take-over "
+                                     "before its result")
 
 
 def _takeovers(cluster: Cluster) -> dict[str, list[float]]:
