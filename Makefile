@@ -3,15 +3,16 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# the two profiles of scripts/make_venv.py: `runtime` (requirements.txt only: what `make run` needs) and
-# `dev` (runtime + requirements-dev.txt + editable installs). The script locks .venv.lock, so
+# the two profiles of scripts/make_venv.py: `runtime` (requirements.txt, then the daemon and the Python
+# client editable: what `make run` needs, and what puts `toolnexus-daemon` in .venv/bin) and `dev`
+# (runtime + requirements-dev.txt). The script locks .venv.lock, so
 # `make dev-model & make run` on a fresh clone builds the venv once instead of racing.
 STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-runtime
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./var/toolnexus
 
-.PHONY: venv venv-runtime proto proto-check run test test-fast test-all test-pg lint typecheck check demo dev-model fuzz bench bench-quick clean chaos chaos-pg chaos-cluster
+.PHONY: venv venv-runtime dist proto proto-check run test test-fast test-all test-pg lint typecheck check demo dev-model fuzz bench bench-quick clean chaos chaos-pg chaos-cluster
 
 venv: $(STAMP)
 venv-runtime: $(RUN_STAMP)
@@ -19,7 +20,7 @@ venv-runtime: $(RUN_STAMP)
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml scripts/make_venv.py
 	$(PYTHON) scripts/make_venv.py --profile dev --venv $(VENV)
 
-$(RUN_STAMP): requirements.txt scripts/make_venv.py
+$(RUN_STAMP): requirements.txt pyproject.toml clients/python/pyproject.toml scripts/make_venv.py
 	$(PYTHON) scripts/make_venv.py --profile runtime --venv $(VENV)
 
 proto: $(STAMP)
@@ -29,10 +30,23 @@ proto-check: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py --check
 
 run: $(RUN_STAMP)
+	@echo "toolnexus-daemon: gRPC on $(LISTEN), data in $(DATA_DIR); Ctrl-C stops it (its log: JSON lines below)."
+	@echo "In another shell: . $(BIN)/activate  (python with toolnexus_client, and the toolnexus-daemon command)"
 	$(BIN)/python -m toolnexus_daemon serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
+# the scripted OpenAI-compatible model (it calls the agent's first tool once, then answers with that
+# tool's output) and the demo approval webhook: what the README's sessions use instead of a real model
 dev-model: $(RUN_STAMP)
+	@echo "dev model: base_url http://127.0.0.1:8099/v1, approval webhook http://127.0.0.1:8099/tools/approval; Ctrl-C stops it"
 	$(BIN)/python -m toolnexus_daemon dev-model --listen 127.0.0.1:8099
+
+# What can be installed elsewhere, built from this checkout into $(DIST): the daemon's wheel, the Python
+# client's wheel and the Node client's tarball (`npm pack`: its prepack script copies the .proto in; the
+# client is plain JavaScript with hand-written .d.ts, so there is nothing to compile). The wheels are
+# built from a copy of the sources, so the checkout is left as it was (scripts/build_dist.py).
+DIST ?= dist
+dist: $(STAMP)
+	$(BIN)/python scripts/build_dist.py --out $(DIST)
 
 # The daemon suites run on LMDB; then a subset again with every daemon's state in PostgreSQL
 # (TOOLNEXUS_TEST_STORE=postgres: a database per daemon on one embedded server per run). The store

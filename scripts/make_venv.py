@@ -7,10 +7,15 @@ moment and one fails with "File exists". Here every step runs under an exclusive
 second `make` waits for the first and then finds nothing to do.
 
 Profiles:
-  runtime  what running the daemon needs: the pins of requirements.txt, nothing else
-           (`make run`, `make dev-model`; the daemon runs as `python -m toolnexus_daemon`).
-  dev      runtime plus the test and tool chain of requirements-dev.txt, and the daemon and the
-           Python client installed editable (`make test`, `make lint`, ...).
+  runtime  what running the daemon and trying it needs (`make run`, `make dev-model`): the pins of
+           requirements.txt, then the daemon (which puts the `toolnexus-daemon` command in
+           <venv>/bin) and the Python client, both editable from the checkout and without their
+           dependencies (the pins are those already installed). No development tool.
+  dev      runtime plus the test and tool chain of requirements-dev.txt (`make test`, `make lint`, ...).
+
+The two packages are installed with pip's build isolation in the runtime profile (pip fetches the
+build backend, setuptools, into a throw-away environment: the runtime venv stays without it) and
+without it in the dev profile, whose pins include setuptools.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ import venv
 from pathlib import Path
 
 PIP = ["-m", "pip", "install", "-q", "--disable-pip-version-check"]
+PACKAGES = ["pyproject.toml", "clients/python/pyproject.toml"]
 PROFILES: dict[str, list[str]] = {
-    "runtime": ["requirements.txt"],
-    "dev": ["requirements.txt", "requirements-dev.txt", "pyproject.toml", "clients/python/pyproject.toml"],
+    "runtime": ["requirements.txt", *PACKAGES],
+    "dev": ["requirements.txt", "requirements-dev.txt", *PACKAGES],
 }
 
 
@@ -48,7 +54,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--venv", default=".venv", help="the virtualenv directory (default .venv)")
     parser.add_argument("--root", default=".", help="the repository root (default: the current directory)")
     parser.add_argument("--requirements", nargs="*", help="override the profile's requirement files")
-    parser.add_argument("--no-editable", action="store_true", help="skip the editable installs (tests)")
+    parser.add_argument("--no-editable", action="store_true",
+                        help="skip installing the daemon and client packages (tests)")
     return parser.parse_args(argv)
 
 
@@ -63,8 +70,9 @@ def _ensure(target: Path, profile: str, inputs: list[Path], root: Path, no_edita
         venv.EnvBuilder(with_pip=True, clear=target.exists()).create(target)
     for req in (p for p in inputs if p.suffix == ".txt"):
         _run([str(python), *PIP, "-r", str(req)])
-    if profile == "dev" and not no_editable:
-        _run([str(python), *PIP, "--no-deps", "--no-build-isolation", "-e", str(root),
+    if not no_editable:
+        isolation = ["--no-build-isolation"] if profile == "dev" else []
+        _run([str(python), *PIP, "--no-deps", *isolation, "-e", str(root),
               "-e", str(root / "clients" / "python")])
     stamp.write_text(digest)
     return 0
