@@ -3,22 +3,24 @@
 The same verbs as the blocking ``toolnexus_client.Runtime``, as coroutines;
 ``watch`` is an async iterator; native tools, the model ``transport`` and the
 ``wait_for`` resolver may be ``async def`` (a plain function runs in
-``asyncio.to_thread``)::
+``asyncio.to_thread``). A runnable example is in clients/python/README.md ("asyncio")::
 
     from toolnexus_client import Tool, ToolResult, agent, registry
     from toolnexus_client.aio import Runtime
 
     async def secret_action(args, ctx):
-        if ctx.answer is None:
-            return ToolResult.suspend(id=f"auth:{ctx.handle}", kind="authorization", prompt="approve?")
+        if ctx.answer is None:  # ctx.action_id: the same for every invocation of this call
+            return ToolResult.suspend(id=f"secret-action:{ctx.action_id}", kind="authorization",
+                                      prompt="approve?")
         return "action performed"
 
     tool = Tool("secret_action", execute=secret_action)
-    reg = registry(agent("worker", does="acts", uses={"tools": [tool]}))
-    async with await Runtime.new(registry=reg, llm={"style": "openai", "base_url": ...}) as rt:
-        h = await rt.spawn(rt.root, "worker")
-        await rt.wake(h, "do it")
-        result = await rt.wait(h)           # status "pending"
+    reg = registry(agent("operator", does="acts after approval", uses={"tools": [tool]}))
+    llm = {"style": "openai", "base_url": "http://127.0.0.1:8099/v1", "model": "dev"}  # make dev-model
+    async with await Runtime.new("127.0.0.1:50051", registry=reg, llm=llm) as rt:
+        h = await rt.spawn(rt.root, "operator")   # "root/operator.1"
+        await rt.wake(h, "please perform the secret action")
+        result = await rt.wait(h)                 # status "pending"
         await rt.resume({"id": result.pending.id, "ok": True})
 
 ``Daemon`` lists and watches the open suspensions across runtimes (docs/protocol.md §10).
