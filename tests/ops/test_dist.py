@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# what `make dist` writes (the docs' install commands are checked against these names)
+DIST_FILES = ["toolnexus-client-0.1.0.tgz", "toolnexus_client-0.1.0-py3-none-any.whl",
+              "toolnexus_daemon-0.1.0-py3-none-any.whl"]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +40,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_make_dist_builds_the_three_files_the_docs_install(dist: Path) -> None:
     names = sorted(p.name for p in dist.iterdir())
-    assert names == ["toolnexus-client-0.1.0.tgz", "toolnexus_client-0.1.0-py3-none-any.whl",
-                     "toolnexus_daemon-0.1.0-py3-none-any.whl"], names
+    assert names == DIST_FILES, names
     with tarfile.open(dist / "toolnexus-client-0.1.0.tgz") as tgz:
         packed = set(tgz.getnames())
     # the contract travels with the Node client: it loads the proto at run time
