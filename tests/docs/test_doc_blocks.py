@@ -21,8 +21,9 @@ The convention, for the fenced blocks of the files in ``DOCS``:
   command (``toolnexus-daemon``, ``.venv/bin/toolnexus-daemon``, ``python -m toolnexus_daemon``) is
   parsed by that command's own parser, so a renamed or removed flag fails here; ``make TARGET``
   must name a target of the Makefile; ``pip install dist/...`` a file ``make dist`` builds;
-  the relative paths of ``cd``/``node``/``python``/``npm install``/``pip install`` must exist. Blocks that cannot run in a test
-  (``make run`` blocks forever, a production ``serve``) stay in this group.
+  the relative paths of ``cd``/``node``/``python``/``npm install``/``pip install`` must exist.
+  Blocks that cannot run in a test (``make run`` blocks forever, a production ``serve``) stay in
+  this group.
 * Every other ``python`` block must compile (fragments, such as a ``llm = {...}``, are fine).
 """
 
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 import shlex
 import signal
@@ -176,7 +176,8 @@ def check_command(words: list[str], targets: set[str]) -> str | None:
                 return f"make dist builds no {w} (it builds {DIST_FILES})"
         paths["pip"] = [w for w in words[2:] if not w.startswith(("-", "dist/")) and "/" in w]
     # a relative path is one of the checkout's; an absolute one (/path/to/your-app) is the reader's
-    missing = [p for p in paths.get(head, []) if not p.startswith(("/", "~", "$")) and not (ROOT / p).exists()]
+    missing = [p for p in paths.get(head, [])
+               if not p.startswith(("/", "~", "$")) and not (ROOT / p).exists()]
     return f"{head}: no {missing[0]} in the repository" if missing else None
 
 
@@ -196,7 +197,8 @@ def test_a_python_fragment_compiles(block: Block) -> None:
 def test_the_checks_catch_a_renamed_flag() -> None:
     targets = make_targets()
     assert check_command(["toolnexus-daemon", "serve", "--answers-listen", "8088"], targets) is None
-    assert "unrecognized" in (check_command(["toolnexus-daemon", "serve", "--answer-listen", "1"], targets) or "")
+    renamed = check_command(["toolnexus-daemon", "serve", "--answer-listen", "1"], targets)
+    assert renamed is not None and "unrecognized arguments: --answer-listen" in renamed
     assert check_command(["toolnexus-daemon", "pending", "--kind", "approval"], targets) is None
     assert check_command(["make", "no-such-target"], targets) is not None
     assert check_command(["pip", "install", "dist/toolnexus_daemon-*.whl"], targets) is None
@@ -214,7 +216,8 @@ def _free_port() -> int:
 
 def _make_command(target: str, **variables: str) -> list[str]:
     """The command ``make TARGET`` runs, as ``make -n`` prints it (the set-up step left out)."""
-    printed = subprocess.run(["make", "-n", "-C", str(ROOT), target, *(f"{k}={v}" for k, v in variables.items())],
+    settings = [f"{k}={v}" for k, v in variables.items()]
+    printed = subprocess.run(["make", "-n", "-C", str(ROOT), target, *settings],
                              capture_output=True, text=True, check=True, timeout=30).stdout
     line = next(ln for ln in printed.splitlines() if "-m toolnexus_daemon" in ln)
     words = shlex.split(line)
@@ -330,3 +333,16 @@ def test_a_runnable_block_runs_as_written(block: Block, stacks: dict[Path, Stack
     assert done.returncode == 0, f"{block.where} exited {done.returncode}\n{out}\n{done.stderr}"
     printed = re.sub(r"\s+", "", out)
     assert [e for e in expected_output(block) if e not in printed] == [], f"{block.where} printed:\n{out}"
+
+
+# --- words a reader of the repository cannot follow -----------------------------------------------
+
+UNSEEN = re.compile(r"\b[Ii]ssues? #?\d+|#\d+\b|\b[Tt]he house\b|\bthe \w+ room\b|\b[Rr]ooms\b")
+
+
+def test_the_docs_name_nothing_a_reader_cannot_see() -> None:
+    """Numbered issues and the team's own metaphors mean nothing to someone with only this repository."""
+    docs = [*DOCS, ROOT / "bench" / "README.md"]
+    found = [f"{d.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+             for d in docs for text in [d.read_text(encoding="utf-8")] for m in UNSEEN.finditer(text)]
+    assert found == []

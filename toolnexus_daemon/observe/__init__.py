@@ -1,4 +1,4 @@
-"""The observability room: Prometheus metrics, the JSON log lines and the ``/metrics`` endpoint.
+"""Observability: Prometheus metrics, the JSON log lines and the ``/metrics`` endpoint.
 
 It watches the daemon from beside it: the engine hands it committed events
 through an observer callback and never imports it; it reads the engine and the

@@ -1,6 +1,6 @@
 """What the metrics read from the rest of the daemon, as typed protocols.
 
-The observability room sits beside the engine, not inside it: it must never
+The observability package sits beside the engine, not inside it: it must never
 import the engine or the worker hub (the engine would then be one import away
 from ``prometheus_client``), yet the scrape-time gauges need the loaded
 runtimes, their watcher counts, the connected workers, the commit counts

@@ -1,4 +1,4 @@
-"""The relay room: everything the daemon serves through the app's ``Connect`` workers.
+"""The relay: everything the daemon serves through the app's ``Connect`` workers.
 
 ``hub`` routes tool, model and resolve calls to capable workers (take
 timeouts, re-send of what a lost worker held); ``messages`` are the typed
