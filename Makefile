@@ -85,7 +85,7 @@ check: proto-check lint typecheck test
 fuzz: $(STAMP)
 	TOOLNEXUS_FUZZ=long $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
 
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(BIN)/python examples/run_demo.py
 
 # Benchmarks (bench/README.md) in their own virtualenv: the peers never become project dependencies.
@@ -142,7 +142,7 @@ node-test: $(STAMP) $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
 # The Node examples from a fresh clone (examples/node/README.md): npm ci for the client and the
 # examples, .venv for the daemon that run_demo.js starts on a temporary data dir.
 .PHONY: demo-node
-demo-node: $(STAMP) $(NODE_EXAMPLES_STAMP)
+demo-node: $(RUN_STAMP) $(NODE_EXAMPLES_STAMP)
 	TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node examples/node/run_demo.js
 
 # The optional interop suite (tests/interop, not part of `make test`): a real llama-cpp-python server,
