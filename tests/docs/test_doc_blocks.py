@@ -161,7 +161,7 @@ def check_command(words: list[str], targets: set[str]) -> str | None:
     head = words[0]
     if head in DAEMON_COMMANDS:
         return check_daemon_command(words[1:])
-    if re.fullmatch(r"(\.venv/bin/)?python3?", head) and words[1:3] == ["-m", "toolnexus_daemon"]:
+    if re.fullmatch(r"(\S*/)?python3?", head) and words[1:3] == ["-m", "toolnexus_daemon"]:
         return check_daemon_command(words[3:])
     if head == "make":
         named = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
@@ -170,7 +170,7 @@ def check_command(words: list[str], targets: set[str]) -> str | None:
              "npm": [w for w in words[2:] if w.startswith(".")] if words[1:2] == ["install"] else []}
     if re.fullmatch(r"(\.venv/bin/)?python3?", head) and words[1:2] and words[1].endswith(".py"):
         paths["python"] = words[1:2]
-    if head in ("pip", ".venv/bin/pip") and words[1:2] == ["install"]:
+    if re.fullmatch(r"(\S*/)?pip3?", head) and words[1:2] == ["install"]:
         for w in (w for w in words[2:] if w.startswith("dist/")):
             if not any(fnmatch(name, w.removeprefix("dist/")) for name in DIST_FILES):
                 return f"make dist builds no {w} (it builds {DIST_FILES})"
@@ -202,6 +202,7 @@ def test_the_checks_catch_a_renamed_flag() -> None:
     assert check_command(["toolnexus-daemon", "pending", "--kind", "approval"], targets) is None
     assert check_command(["make", "no-such-target"], targets) is not None
     assert check_command(["pip", "install", "dist/toolnexus_daemon-*.whl"], targets) is None
+    assert check_command(["/opt/v/bin/pip", "install", "dist/toolnexus_daemon.whl"], targets) is not None
     assert list(commands("G=x; $G -d '{\"a\": 1}' \\\n  host $S/New   # out\nmake run &")) == \
         [["$G", "-d", '{"a": 1}', "host", "$S/New"], ["make", "run"]]
 
