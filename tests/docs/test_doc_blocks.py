@@ -3,20 +3,22 @@ checked against the daemon's own argument parsers and the Makefile.
 
 The convention, for the fenced blocks of the files in ``DOCS``:
 
-* ```` ```sh run ```` and ```` ```python run ```` (the word ``run`` after the language) — run by this
-  test, in document order, against a daemon of its own started with the command ``make run`` runs
-  (read from ``make -n run``), with the scripted model of ``make dev-model`` beside it. The daemon
+* ```` ```sh run ````, ```` ```python run ```` and ```` ```js run ```` (the word ``run`` after the
+  language) — run by this test, in document order, against a daemon of its own started with the
+  command ``make run`` runs (read from ``make -n run``), with the scripted model of ``make dev-model`` beside it. The daemon
   also serves answer links (``--answers-listen``), as the README's loopback recipe starts it.
   A ``sh`` block runs in bash with ``set -euo pipefail`` from the repository root (so
   ``.venv/bin/grpcurl`` is the real grpcurl of the dev toolchain); a ``python`` block runs on this
-  interpreter (the venv's python, with the client) from a temporary directory. Each block must exit 0.
+  interpreter (the venv's python, with the client) from a temporary directory; a ``js`` block runs
+  as an ES module on ``node`` with ``toolnexus-client`` resolving to clients/node (skipped until
+  ``npm ci`` there, which ``make test`` runs first). Each block must exit 0.
 * The blocks use the addresses a user has: the test maps them to its own ports, and the docs say so
   beside the blocks. ``ADDRESSES`` lists them: the daemon ``127.0.0.1:50051``, the dev model
   ``127.0.0.1:8099``, the answer links ``127.0.0.1:8088``.
 * What a run block shows as output must be what it printed: in a ``sh run`` block, every
   ``"key": value`` pair (a string, a number, ``true``/``false`` or a list of strings) on a comment line
-  must be in its output (whitespace aside); in a ``python run`` block, the comment after a
-  ``print(...)`` must be in its output.
+  must be in its output (whitespace aside); in a ``python run`` (``js run``) block, the comment
+  after a ``print(...)`` (``console.log(...)``) must be in its output.
 * Every other ``sh``/``bash``/``shell`` block is checked: each command that starts the daemon's
   command (``toolnexus-daemon``, ``.venv/bin/toolnexus-daemon``, ``python -m toolnexus_daemon``) is
   parsed by that command's own parser, so a renamed or removed flag fails here; ``make TARGET``
@@ -95,9 +97,10 @@ CHECKED_PY = [b for b in ALL if b.lang == "python" and b.mode != "run"]
 def test_the_convention_is_in_use() -> None:
     """The runnable blocks the README promises are marked, so a lost marker cannot empty this test."""
     readme = [b for b in RUN if b.doc.name == "README.md" and b.doc.parent == ROOT]
-    assert {b.lang for b in readme} == {"sh", "python"}, [b.where for b in readme]
+    assert {b.lang for b in readme} == {"sh", "python", "js"}, [b.where for b in readme]
     assert any(b.doc.parent.name == "python" for b in RUN)
-    assert [b.where for b in RUN if b.lang not in SHELLS | {"python"}] == []
+    assert [b.where for b in RUN if b.lang not in SHELLS | {"python", "js"}] == []
+    assert [b for b in RUN if b.lang == "js"], "the README's Node quickstart is run too"
 
 
 # --- the checked blocks -------------------------------------------------------------------------
@@ -311,11 +314,25 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, Stac
         stack.stop()
 
 
+def _node_module(tmp: Path, script: str) -> list[str]:
+    """``node block.mjs`` where ``import ... from 'toolnexus-client'`` finds clients/node, as after
+    ``npm install /path/to/toolnexus-daemon/clients/node`` (a link, like npm's own for a directory)."""
+    client = ROOT / "clients" / "node"
+    if not (client / "node_modules").is_dir():
+        pytest.skip("the Node client's dependencies are not installed (npm ci in clients/node: "
+                    "make test runs it)")
+    (tmp / "node_modules").mkdir()
+    (tmp / "node_modules" / "toolnexus-client").symlink_to(client, target_is_directory=True)
+    (tmp / "block.mjs").write_text(script)
+    return ["node", "block.mjs"]
+
+
 def expected_output(block: Block) -> list[str]:
     """What the block says it prints (see the module docstring), whitespace removed."""
-    if block.lang == "python":
-        return [re.sub(r"\s+", "", m.group(1).strip().strip('"'))
-                for m in re.finditer(r"^.*print\(.*\)\s*#\s*(.+)$", block.text, re.M)]
+    if block.lang in ("python", "js"):
+        call, comment = ("print", "#") if block.lang == "python" else (r"console\.log", "//")
+        return [re.sub(r"\s+", "", m.group(1).strip().strip("\"'"))
+                for m in re.finditer(rf"^.*{call}\(.*\);?\s*{comment}\s*(.+)$", block.text, re.M)]
     comments = [line.split("#", 1)[1] for line in block.text.splitlines() if line.lstrip().startswith("#")]
     return [re.sub(r"\s+", "", m.group(0)) for c in comments for m in PAIR.finditer(c)]
 
@@ -327,6 +344,8 @@ def test_a_runnable_block_runs_as_written(block: Block, stacks: dict[Path, Stack
     if block.lang == "python":
         (tmp_path / "block.py").write_text(script)
         cmd, cwd = [sys.executable, "block.py"], tmp_path
+    elif block.lang == "js":
+        cmd, cwd = _node_module(tmp_path, script), tmp_path
     else:
         cmd, cwd = ["bash", "-c", "set -euo pipefail\n" + script], ROOT
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S, check=False)
