@@ -5,8 +5,9 @@ The convention, for the fenced blocks of the files in ``DOCS``:
 
 * ```` ```sh run ````, ```` ```python run ```` and ```` ```js run ```` (the word ``run`` after the
   language) — run by this test, in document order, against a daemon of its own started with the
-  command ``make run`` runs (read from ``make -n run``), with the scripted model of ``make dev-model`` beside it. The daemon
-  also serves answer links (``--answers-listen``), as the README's loopback recipe starts it.
+  command ``make run`` runs (read from ``make -n run``), with the scripted model of
+  ``make dev-model`` beside it. The daemon also serves answer links (``--answers-listen``), as
+  the README's loopback recipe starts it.
   A ``sh`` block runs in bash with ``set -euo pipefail`` from the repository root (so
   ``.venv/bin/grpcurl`` is the real grpcurl of the dev toolchain); a ``python`` block runs on this
   interpreter (the venv's python, with the client) from a temporary directory; a ``js`` block runs
