@@ -36,6 +36,7 @@ import contextlib
 import io
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -348,6 +349,8 @@ def test_a_runnable_block_runs_as_written(block: Block, stacks: dict[Path, Stack
     elif block.lang == "js":
         cmd, cwd = _node_module(tmp_path, script), tmp_path
     else:
+        if re.search(r"^\s*curl ", script, re.M) and shutil.which("curl") is None:
+            pytest.skip(f"{block.where} uses curl, which is not installed")
         cmd, cwd = ["bash", "-c", "set -euo pipefail\n" + script], ROOT
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S, check=False)
     out = stack.unmapped(done.stdout)
