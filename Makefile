@@ -119,7 +119,7 @@ chaos-cluster: $(STAMP)
 	$(BIN)/python scripts/chaos.py --cluster $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV).lock var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV).lock var dist .pytest_cache .mypy_cache .ruff_cache
 
 # The Node client (clients/node/README.md): npm ci from the committed lock files, then node's own
 # test runner against real daemon subprocesses (the daemon and the Python side of the
