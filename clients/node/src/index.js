@@ -2,13 +2,14 @@
 //
 //   import { Runtime, ToolResult, agent, registry, tool } from 'toolnexus-client';
 //
-//   const secretAction = tool('secret_action', async (args, ctx) =>
+//   const secretAction = tool('secret_action', async (args, ctx) =>   // ctx.actionId: one per call
 //     ctx.answer ? 'action performed'
-//       : ToolResult.suspend({ id: `auth:${ctx.handle}`, kind: 'authorization', prompt: 'approve?' }));
-//   const rt = await Runtime.new({ target: '127.0.0.1:50051', transport,
-//     registry: registry(agent('worker', { does: 'acts', uses: { tools: [secretAction] } })) });
-//   const h = await rt.spawn(rt.root, 'worker');
-//   await rt.wake(h, 'do it');
+//       : ToolResult.suspend({ id: `secret:${ctx.actionId}`, kind: 'authorization', prompt: 'approve?' }));
+//   const rt = await Runtime.new({ target: '127.0.0.1:50051',         // make run
+//     llm: { style: 'openai', baseUrl: 'http://127.0.0.1:8099/v1', model: 'dev' },   // make dev-model
+//     registry: registry(agent('operator', { does: 'acts', uses: { tools: [secretAction] } })) });
+//   const h = await rt.spawn(rt.root, 'operator');                  // 'root/operator.1'
+//   await rt.wake(h, 'please perform the secret action');
 //   const r = await rt.wait(h);                   // status 'pending', r.pending.kind 'authorization'
 //   await rt.resume({ id: r.pending.id, ok: true });
 //   (await rt.snapshot(h)).lastResult.text;       // 'action performed'

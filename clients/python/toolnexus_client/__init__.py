@@ -3,23 +3,28 @@
 Declare agents and their tools, create a runtime on the daemon, and drive it
 with blocking calls; the client serves your native tools (and, with
 ``transport=``, your model) over the daemon's ``Connect`` stream in a
-background thread::
+background thread. Against the daemon of ``make run`` and the scripted model of
+``make dev-model`` (clients/python/README.md runs the same program)::
 
     from toolnexus_client import Runtime, Tool, ToolResult, agent, registry
 
     def secret_action(args, ctx):
-        if ctx.answer is None:
-            return ToolResult.suspend(id=f"auth:{ctx.handle}", kind="authorization", prompt="approve?")
+        if ctx.answer is None:  # ctx.action_id: the same for every invocation of this call
+            return ToolResult.suspend(id=f"secret-action:{ctx.action_id}", kind="authorization",
+                                      prompt="approve?")
         return "action performed"
 
     tool = Tool("secret_action", execute=secret_action)
-    reg = registry(agent("worker", does="acts", uses={"tools": [tool]}))
-    rt = Runtime.new(target="127.0.0.1:50051", registry=reg, llm={"style": "openai", "base_url": ...})
-    h = rt.spawn(rt.root, "worker")
-    rt.wake(h, "do it")
+    reg = registry(agent("operator", does="acts after approval", uses={"tools": [tool]}))
+    llm = {"style": "openai", "base_url": "http://127.0.0.1:8099/v1", "model": "dev"}
+    rt = Runtime.new(target="127.0.0.1:50051", registry=reg, llm=llm)
+    h = rt.spawn(rt.root, "operator")       # "root/operator.1"
+    rt.wake(h, "please perform the secret action")
     result = rt.wait(h)                     # status "pending", result.pending.kind "authorization"
     rt.resume({"id": result.pending.id, "ok": True})
     rt.snapshot(h).last_result.text         # "action performed"
+
+``toolnexus_client.aio`` has the same calls as coroutines.
 
 ``Daemon`` lists and watches the open suspensions across runtimes (``list_pending``,
 ``watch_pending``, ``list_runtimes``; docs/protocol.md §10).
