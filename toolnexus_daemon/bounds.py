@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from .clock import parse_rfc3339
+from .clock import strict_rfc3339
 from .model import JSON, Request, ToolResult, Usage
 
 MIB = 1024 * 1024
@@ -167,8 +167,12 @@ def check_request(req: Request, limits: PeerLimits) -> Request:
             raise PeerDataError(f"pending.{name} is {type(value).__name__}, not a string")
     if len(req.id.encode()) > MAX_REQUEST_ID_BYTES or "\x00" in req.id:
         raise PeerDataError(f"pending.id is over {MAX_REQUEST_ID_BYTES} bytes or holds a NUL character")
-    if req.expires_at and parse_rfc3339(req.expires_at) is None:
-        raise PeerDataError(f"pending.expires_at {req.expires_at[:64]!r} is not an RFC 3339 time")
+    if req.expires_at:
+        expires_at = strict_rfc3339(req.expires_at)
+        if expires_at is None:
+            raise PeerDataError(f"pending.expires_at {req.expires_at[:64]!r} is not an RFC 3339 time with a "
+                                "time zone (like 2026-12-05T10:00:00Z or 2026-12-05T12:00:00+02:00)")
+        req = replace(req, expires_at=expires_at)
     for name in ("kind", "prompt", "url"):
         value = getattr(req, name) or ""
         if len(value.encode()) > limits.request_prompt_bytes:

@@ -27,8 +27,17 @@ commands for people (toolnexus-daemon COMMAND --help; --json for scripts; docs/c
   inspect     RUNTIME [HANDLE]: the handle tree with states, usage and what each waits on
   answer      REQUEST_ID --approve|--decline [--reason R] [--data JSON]: answer an open request
   events      RUNTIME [--follow] [--after N]: the runtime's event log
+  new         FILE [--runtime-id R]: create a runtime from a JSON registry file, or reattach
+  spawn       RUNTIME AGENT [--parent H] [--prompt TEXT [--wait S]]: a new handle
+  wake        RUNTIME HANDLE PROMPT [--wait S]: wake a handle
+  post        RUNTIME HANDLE TEXT: a message to a handle's inbox
+  interrupt   RUNTIME HANDLE: abort its turn, or cancel the request it waits on
+  close       RUNTIME HANDLE: close a handle and its subtree
+  shutdown    RUNTIME [--purge --yes] | --daemon: shut a runtime down, or the whole daemon
+  resume      RUNTIME REQUEST_ID --approve|--decline [--data-file PATH|-]: answer in a named runtime
 """
-PEOPLE = ("runtimes", "pending", "inspect", "answer", "events")
+PEOPLE = ("runtimes", "pending", "inspect", "answer", "events", "new", "spawn", "wake", "post", "interrupt",
+          "close", "shutdown", "resume")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

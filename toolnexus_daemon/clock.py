@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import re
 import time
 from collections.abc import Awaitable
 from datetime import UTC, datetime
@@ -137,6 +138,28 @@ def rfc3339(ts: float) -> str:
     if last[0] != second:
         last = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
     return f"{last[1]}.{us // 1000:03d}Z"
+
+
+# RFC 3339 section 5.6 date-time, a time zone required (Z or ±hh:mm), "T" and "Z" in either case
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
+
+
+def strict_rfc3339(text: str) -> str | None:
+    """``text`` if it is an RFC 3339 date-time with a time zone that denotes a real instant
+    (``2026-12-05T10:00:00Z``, ``2026-12-05T12:00:00.5+02:00``), upper-cased; else None.
+
+    What a peer (a tool) sets as a deadline must mean one instant to every reader: the engine,
+    the store's expiry index, PostgreSQL's ``timestamptz``. ``datetime.fromisoformat`` alone
+    also takes a date, a local time with no zone, ``20261205T1000`` and week dates, which
+    PostgreSQL reads otherwise or not at all; a leap second (``:60``) has no ``datetime`` either."""
+    if not _RFC3339.fullmatch(text):
+        return None
+    normalized = text.upper()
+    try:
+        at = datetime.fromisoformat(normalized.replace("Z", "+00:00"))
+    except ValueError:  # month 13, hour 24, an offset of +24:00 ...
+        return None
+    return normalized if at.tzinfo is not None else None
 
 
 def parse_rfc3339(text: object) -> float | None:

@@ -22,6 +22,25 @@ class FailedPrecondition(DaemonError):
     code = "FAILED_PRECONDITION"
 
 
+class DefinitionChanged(FailedPrecondition):
+    """Resume refused: what the answer would be fed to changed since the request was asked (a
+    tool's schema, a tool or an agent gone). Its text names the change; on the wire it is a
+    plain FAILED_PRECONDITION (``DEFINITION_CHANGED_MARKS`` recognise the text there)."""
+
+
+class AlreadyAnswered(FailedPrecondition):
+    """Resume refused: the request was answered (or cancelled) already, with another answer."""
+
+
+# the phrases only a DefinitionChanged text holds: how a daemon that forwarded an answer tells
+# the owner's FAILED_PRECONDITION apart
+DEFINITION_CHANGED_MARKS = ("accept_changed_definition", "which the current registry no longer defines")
+
+
+def is_definition_changed(text: str) -> bool:
+    return any(mark in text for mark in DEFINITION_CHANGED_MARKS)
+
+
 class ResourceExhausted(DaemonError):
     code = "RESOURCE_EXHAUSTED"
 

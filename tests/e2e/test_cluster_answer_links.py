@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.answer_links import answers_base, park, token_of
 from tests.support.daemon import DaemonProcess
-from tests.support.grpc_client import code_of, open_stub
+from tests.support.grpc_client import approval_agent, code_of, open_stub, openai_llm
 from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
@@ -81,6 +81,38 @@ def test_a_link_answered_on_another_daemon_reaches_the_owner(nodes: list[DaemonP
                 again = http.post(on_b, json={"ok": True})
                 assert (again.status_code, again.json()["state"]) == (200, "duplicate")
                 assert http.post(on_b, json={"ok": False}).status_code == 409
+        finally:
+            channel_a.close()
+            channel_b.close()
+
+
+def test_a_link_forwarded_after_the_definition_changed_is_409_naming_it(nodes: list[DaemonProcess]) -> None:
+    """The owner refuses a forwarded answer because the tool changed since it asked: the other
+    daemon's link answers 409 ``definition_changed`` with the owner's words, not "answered
+    differently"; a different answer after a real one stays ``conflict``."""
+    owner, other = nodes
+    with ScriptedModelServer() as model:
+        channel_a, stub_a = _stub(owner)
+        channel_b, stub_b = _stub(other)
+        try:
+            parked = park(stub_a, model)
+            changed = approval_agent("approver", model.approval_url)
+            changed.tools[0].answer_link = True
+            changed.tools[0].input_schema.update({"type": "object", "properties": {"n": {"type": "number"}}})
+            stub_a.New(pb.NewRequest(runtime_id=parked.runtime, agents=[changed], llm=openai_llm(model.url)),
+                       timeout=10)
+            on_b = answers_base(stub_b) + "/a/" + token_of(parked.pending.answer_url)
+            with httpx.Client(timeout=20) as http:
+                refused = http.post(on_b, json={"ok": True})
+                assert refused.status_code == 409, refused.text
+                assert refused.json()["state"] == "definition_changed"
+                assert 'tool "approve" changed since request' in refused.json()["message"]
+                yes = pb.Answer(id=parked.pending.id, ok=True)
+                resume = pb.ResumeRequest(runtime_id=parked.runtime, answer=yes,
+                                          accept_changed_definition=True)
+                stub_a.Resume(resume, timeout=15)
+                other_answer = http.post(on_b, json={"ok": False})
+                assert (other_answer.status_code, other_answer.json()["state"]) == (409, "conflict")
         finally:
             channel_a.close()
             channel_b.close()

@@ -51,12 +51,24 @@ def test_approve_hands_data_and_reason_to_the_tool(daemon: Daemon, model: Script
     assert snapshot(daemon, rid, handle).last_result.text == "chose"
 
 
-def test_the_same_answer_twice_says_nothing_changed(daemon: Daemon, model: ScriptedModelServer) -> None:
-    rid, _, request_id = suspend(daemon, model)
+@needs_list_pending
+def test_an_answered_request_exits_3_with_and_without_runtime(daemon: Daemon,
+                                                              model: ScriptedModelServer) -> None:
+    """An answered request is no longer open: exit 3 (not found) whichever way it is named, the
+    message saying what the daemon knows (the same answer changed nothing, another is refused)."""
+    rid, handle, request_id = suspend(daemon, model)
     first = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid))
-    again = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid))
-    assert (first.returncode, again.returncode) == (0, 0), again.stderr
-    assert "already answered so; nothing changed" in again.stdout
+    assert first.returncode == 0, first.stderr
+    same = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid))
+    other = run_cli(*authed(daemon, "answer", request_id, "--decline", "--runtime", rid))
+    found = run_cli(*authed(daemon, "answer", request_id, "--approve"))
+    as_json = run_cli(*authed(daemon, "answer", request_id, "--approve", "--runtime", rid, "--json"))
+    assert (same.returncode, other.returncode, found.returncode, as_json.returncode) == (3, 3, 3, 3)
+    assert "already answered so; nothing changed" in same.stderr and same.stdout == ""
+    assert "a different answer cannot replace it" in other.stderr and "no longer open" in other.stderr
+    assert f"no open request {request_id!r}" in found.stderr
+    assert json.loads(as_json.stdout)["duplicate"] is True
+    assert snapshot(daemon, rid, handle).last_result.text == "action performed"
 
 
 def test_unknown_request_in_a_runtime_exits_3(daemon: Daemon, model: ScriptedModelServer) -> None:

@@ -16,8 +16,9 @@ def test_inspect_draws_the_tree_with_state_usage_and_the_request_waited_on(
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"runtime {rid}"
-    assert lines[1].startswith(f"└── {handle}  approver  suspended  5 tokens, 1 turns")
-    assert f'waits on approval {request_id}: "approve?"' in lines[1]
+    assert lines[1] == f"└── {handle}  approver  suspended  5 tokens, 1 turn"
+    assert lines[2] == f'        waits on approval {request_id}: "approve?"'
+    assert max(len(line) for line in lines) <= 100
 
 
 def test_inspect_json_gives_every_snapshot_field(daemon: Daemon, model: ScriptedModelServer) -> None:

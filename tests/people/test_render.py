@@ -36,3 +36,46 @@ def test_to_json_keeps_proto_names_numbers_structs_and_absent_messages() -> None
     assert out["pending"]["data"] == {"n": 1, "tags": ["x"]}
     summary = render.to_json(pb.RuntimeSummary(runtime_id="r", handles={"idle": 2}))
     assert summary["handles"] == {"idle": 2}
+
+
+def test_visible_shows_every_control_character() -> None:
+    assert render.visible("a\x1b[2Jb") == "a\\e[2Jb"
+    assert render.visible("\x07\x00\x1f\x7f") == "^G^@^_^?"
+    assert render.visible("x\ry\nz\t") == "x\\ry\\nz\\t"
+    assert render.visible("\x9b31m\x85") == "\\x9b31m\\x85"
+    assert render.visible("l\u2028p\u2029\u202eo") == "l\\u2028p\\u2029\\u202eo"
+    assert render.visible("héllo → ünïcode ✓") == "héllo → ünïcode ✓"
+    assert render.visible_lines("one\x1b\ntwo\r") == "one\\e\ntwo\\r"
+
+
+def test_clip_collapses_spaces_but_shows_controls() -> None:
+    assert render.clip("a\n\tb\r c") == "a b\\r c"
+
+
+def test_table_clips_the_free_text_column_to_fit_the_width() -> None:
+    rows = [["req-1", "x" * 200], ["req-22", "short"]]
+    lines = render.table(["id", "prompt"], rows, flex=1, width=40).splitlines()
+    assert max(len(line) for line in lines) == 40 and lines[1].endswith("…")
+    assert lines[2] == "req-22  short"
+    wide_ids = render.table(["id", "prompt"], [["i" * 60, "text"]], flex=1, width=40).splitlines()
+    assert wide_ids[1].startswith("i" * 60)  # ids are never clipped
+
+
+def test_plural() -> None:
+    assert (render.plural(1, "turn"), render.plural(0, "turn"), render.plural(2, "token")) == (
+        "1 turn", "0 turns", "2 tokens")
+
+
+def test_durations_for_older_than() -> None:
+    from toolnexus_daemon.people.exitcodes import CliError
+    from toolnexus_daemon.people.listing import duration_ms
+
+    assert duration_ms("90s", "f") == 90_000 and duration_ms("1h30m", "f") == 5_400_000
+    assert duration_ms("2d", "f") == 172_800_000 and duration_ms("250ms", "f") == 250
+    for bad in ("", "5", "5x", "-5m", "m5", "5m garbage"):
+        try:
+            duration_ms(bad, "--older-than")
+        except CliError as err:
+            assert err.code == 2 and "--older-than" in err.message
+        else:
+            raise AssertionError(bad)

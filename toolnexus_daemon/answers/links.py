@@ -21,7 +21,15 @@ from ..engine.engine import Engine
 from ..engine.links import LINKS_RUNTIME, MAX_TOKEN_CHARS, LinkRow, digest
 from ..engine.ownership import Moved
 from ..engine.request_entry import RequestEntry, WaitState
-from ..errors import DaemonError, DataLoss, FailedPrecondition, NotFound, Unavailable
+from ..errors import (
+    AlreadyAnswered,
+    DaemonError,
+    DataLoss,
+    DefinitionChanged,
+    FailedPrecondition,
+    NotFound,
+    Unavailable,
+)
 from ..model import Answer, Request
 
 _DUMMY = digest("no link has this token")
@@ -117,9 +125,15 @@ class Links:
         except Moved as exc:  # in a cluster, with no forwarding: another daemon serves it
             return Outcome(503, "elsewhere", f"the request is served by daemon {exc.owner} of the cluster; "
                                              "open the link again in a moment")
-        except FailedPrecondition:
+        except DefinitionChanged as exc:
+            # the answer was not taken: whoever runs the agent decides whether it still applies
+            return Outcome(409, "definition_changed", "the agent's definition changed since this request "
+                                                      f"was asked, so the answer was not delivered: {exc}")
+        except AlreadyAnswered:
             return Outcome(409, "conflict", "this request was already answered differently; "
                                             "a different answer cannot replace it")
+        except FailedPrecondition as exc:  # e.g. the daemon began to stop meanwhile: its own words
+            return Outcome(409, "refused", str(exc))
         except DaemonError as exc:  # stopping, or the owner could not be reached: try again
             return Outcome(503, "unavailable", str(exc))
         if duplicate:

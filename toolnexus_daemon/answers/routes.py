@@ -6,7 +6,9 @@ the page's form. ``GET /a/<token>?code=…&state=…`` (or ``?error=…``) answe
 ``authorization`` with the query as its data: an OAuth provider's redirect lands here.
 
 Statuses: 200 shown or answered (``state: duplicate`` for the same answer again), 400 bad body,
-404 no such link, 405 other methods, 409 a different answer than the one given, 410 a link that
+404 no such link, 405 other methods, 409 a different answer than the one given (``state:
+conflict``) or an answer the agent can no longer take as it is because its definition changed
+since it asked (``state: definition_changed``, the message naming the change), 410 a link that
 was used up (answered, cancelled, expired, its runtime deleted), 413 body too large, 415 a body
 that is neither JSON nor a form, 503 when the store cannot be read or (cluster) the runtime's
 owner cannot be reached.
@@ -29,6 +31,7 @@ AUTHORIZATION = "authorization"
 _COMMON = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
 _HTML = "text/html; charset=utf-8"
+_TITLES = {"definition_changed": "The agent changed since this was asked"}
 
 
 class BadBody(ValueError):
@@ -146,7 +149,8 @@ def _outcome(out: Outcome, html: bool, *, signed_in: bool = False) -> HttpRespon
     if not html:
         return _reply(out.status, body, False)
     done = out.status == 200
-    title = ("Signed in" if signed_in else "Answered") if done else "This link cannot be used"
+    refused = _TITLES.get(out.state, "This link cannot be used")
+    title = ("Signed in" if signed_in else "Answered") if done else refused
     text = f"{out.message}. You can close this page." if done else out.message
     return HttpResponse(out.status, page.message(title, text, state=out.state), _HTML,
                         {**_COMMON, "Content-Security-Policy": _CSP})

@@ -15,7 +15,15 @@ from grpc import aio
 
 from ..engine.links import LinkRow
 from ..engine.ownership import Moved
-from ..errors import DaemonError, FailedPrecondition, NotFound, Unavailable
+from ..errors import (
+    AlreadyAnswered,
+    DaemonError,
+    DefinitionChanged,
+    FailedPrecondition,
+    NotFound,
+    Unavailable,
+    is_definition_changed,
+)
 from ..model import Answer
 from . import convert
 from ._gen import runtime_pb2 as pb
@@ -48,7 +56,9 @@ class LinkForwarder:
 def _refusal(err: aio.AioRpcError) -> DaemonError:
     details = err.details() or ""
     if err.code() is grpc.StatusCode.FAILED_PRECONDITION:
-        return FailedPrecondition(details)
+        if is_definition_changed(details):
+            return DefinitionChanged(details)
+        return AlreadyAnswered(details) if "was already" in details else FailedPrecondition(details)
     if err.code() is grpc.StatusCode.NOT_FOUND:
         return NotFound(details)
     return Unavailable(f"the daemon that serves this request could not take the answer ({err.code().name}); "

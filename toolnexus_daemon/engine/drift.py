@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..errors import DataLoss, FailedPrecondition, NotFound, StoreError
+from ..errors import DataLoss, DefinitionChanged, NotFound, StoreError
 from ..model import AgentDef, EventType, HandleState, LlmConfig
 from .change import Change
 from .fingerprint import DefinitionChange, changes, refusal, take
@@ -42,7 +42,7 @@ def check_resume(rt: RuntimeContext, chain: list[Handle], request_id: str, *,
     answer is fed through anyway, for the record."""
     refusing = [c for h in chain for c in found(rt, h) if c.refuses_resume]
     if refusing and not accept:
-        raise FailedPrecondition(refusal(refusing, request_id))
+        raise DefinitionChanged(refusal(refusing, request_id))
     return refusing
 
 

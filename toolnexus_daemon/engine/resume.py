@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..clock import parse_rfc3339
-from ..errors import FailedPrecondition, InvalidArgument, NotFound
+from ..errors import AlreadyAnswered, FailedPrecondition, InvalidArgument, NotFound
 from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
 from . import drift, notes
 from .change import Change
@@ -98,7 +98,7 @@ def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry
         if wait.answer is not None and wait.answer == answer:
             return Accepted(chain=[rt.table.handle(wait.top or hid)], duplicate=True)
     state = next(iter(entry.waits.values())).state if entry.waits else WaitState.ANSWERED
-    raise FailedPrecondition(
+    raise AlreadyAnswered(
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from ..bounds import PeerLimits
 from ..clock import Clock, rfc3339
 from ..errors import (
+    DefinitionChanged,
     FailedPrecondition,
     InvalidArgument,
     OutOfRange,
@@ -181,7 +182,7 @@ class Runtime:
     def agent_of(self, h: Handle) -> AgentDef:
         agent = self.agents.get(h.agent)
         if agent is None:
-            raise FailedPrecondition(
+            raise DefinitionChanged(
                 f'handle "{h.id}" runs agent "{h.agent}", which the current registry no longer defines')
         return agent
 

@@ -13,9 +13,7 @@ printed twice; after ``REOPEN_ATTEMPTS`` failures in a row it exits 4.
 from __future__ import annotations
 
 import argparse
-import json
 import queue
-import sys
 import threading
 from typing import Any
 
@@ -67,7 +65,7 @@ def _print(inbox: queue.Queue[Any], idle: float | None, as_json: bool) -> int:
             return Exit.OK
         if isinstance(item, CliError):
             raise item
-        print(_line(item, as_json), flush=True)
+        render.out(_line(item, as_json))
 
 
 def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any], stop: _Stop) -> None:
@@ -87,8 +85,7 @@ def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any], sto
             if not (ns.follow and err.code == Exit.UNREACHABLE and failures < REOPEN_ATTEMPTS):
                 inbox.put(err)
                 break
-            print(f"toolnexus-daemon events: {err.message}; watching again after seq {last}",
-                  file=sys.stderr, flush=True)
+            render.err(f"toolnexus-daemon events: {err.message}; watching again after seq {last}")
             if stop.stopped.wait(min(REOPEN_MAX_S, REOPEN_FIRST_S * 2 ** failures)):
                 break
             failures += 1
@@ -101,11 +98,12 @@ def _line(e: pb.Event, as_json: bool) -> str:
     """One event: a JSON object per line for scripts (``jq`` reads a stream of them), else
     ``seq  time  handle  type  what happened``."""
     if as_json:
-        return json.dumps(render.to_json(e), ensure_ascii=False)
+        return render.dumps_line(render.to_json(e))
     note = e.note.removeprefix(f"{e.handle}: ")
     if e.HasField("pending") and e.type == "pending":
-        note = f"{e.pending.kind} {e.pending.id}: \"{render.clip(e.pending.prompt, 40)}\""
+        note = f"{e.pending.kind} {e.pending.id}: \"{e.pending.prompt}\""
     elif e.HasField("result") and e.type == "result":
-        note = e.result.status + (f" \"{render.clip(e.result.text, 50)}\"" if e.result.text else "")
+        note = e.result.status + (f" \"{e.result.text}\"" if e.result.text else "")
     clock = e.at[11:23] if len(e.at) >= 23 else (e.at or "-")
-    return "  ".join(p for p in (f"{e.seq:>5}", clock, e.handle or "-", e.type, render.clip(note, 80)) if p)
+    head = (f"{e.seq:>5}", render.visible(clock), render.visible(e.handle or "-"), render.visible(e.type))
+    return render.fit("  ".join(p for p in (*head, render.clip(note, render.WIDTH)) if p))

@@ -7,6 +7,7 @@ script can do about it: retry later (unreachable), fix its credentials
 
 from __future__ import annotations
 
+import textwrap
 from enum import IntEnum
 
 import grpc
@@ -30,6 +31,41 @@ EXIT_HELP = """exit codes:
   3  not found         4  daemon unreachable (or timed out)         5  unauthenticated (token)
   6  not allowed (runtime key)                 7  ambiguous request id (add --runtime / --handle)
 """
+
+# what each code means for one command, beyond the table above (docs/cli.md lists the same)
+COMMAND_EXITS: dict[str, dict[int, str]] = {
+    "runtimes": {},
+    "pending": {2: "--older-than is not a duration", 3: "--runtime names no runtime"},
+    "inspect": {3: "no such runtime or handle"},
+    "events": {0: "also on Ctrl-C with --follow", 2: "--after is negative", 3: "no such runtime",
+               4: "also after 30 failed reopens of a followed stream"},
+    "answer": {1: "the daemon refused the answer (e.g. the agent's definition changed since it asked)",
+               2: "bad --data / --data-file",
+               3: "no such runtime, or the request is not open: never asked, cancelled, or answered "
+                  "already (the same answer or another; the message says which)",
+               7: "the request id is open in several runtimes or handles"},
+    "resume": {1: "the daemon refused the answer (the definition changed: see "
+                  "--accept-changed-definition)", 2: "bad --data / --data-file",
+               3: "as for answer: no such runtime, or the request is not open",
+               4: "timed out waiting for the agent (the answer may have been accepted; or --no-wait)"},
+    "new": {1: "the daemon refused the registry (INVALID_ARGUMENT names the field)",
+            2: "FILE unreadable, not JSON, or a field the proto does not have"},
+    "spawn": {1: "a budget or limit refused it (maxDepth, maxChildren)", 2: "--wait without --prompt",
+              3: "no such runtime, parent handle or agent"},
+    "wake": {1: "the handle is closed", 3: "no such runtime or handle"},
+    "post": {1: "the handle's inbox is full, or the handle is closed", 3: "no such runtime or handle"},
+    "interrupt": {1: "the handle is idle or closed: nothing to interrupt", 3: "no such runtime or handle"},
+    "close": {3: "no such runtime or handle"},
+    "shutdown": {2: "neither RUNTIME nor --daemon, or --purge without --yes", 3: "no such runtime"},
+}
+
+
+def exit_help(command: str) -> str:
+    """The ``--help`` epilog of ``command``: the shared table, then what the codes mean for it."""
+    own = COMMAND_EXITS.get(command, {})
+    lines = [textwrap.fill(why, 96, initial_indent=f"  {code}  ", subsequent_indent="     ")
+             for code, why in sorted(own.items())]
+    return EXIT_HELP + (f"for {command}:\n" + "\n".join(lines) + "\n" if lines else "")
 
 _BY_STATUS = {
     grpc.StatusCode.NOT_FOUND: Exit.NOT_FOUND,

@@ -29,13 +29,16 @@ def inspect(conn: Connection, ns: argparse.Namespace) -> int:
         children.setdefault(h.parent, []).append(h)
     shown = [h for h in handles if h.id == top] + list(_descendants(top, children))
     if ns.json:
-        print(render.dumps([render.to_json(h) for h in shown]), end="")
+        render.out(render.dumps([render.to_json(h) for h in shown]), end="")
         return Exit.OK
-    header = f"runtime {ns.runtime}" if top == ROOT else describe(shown[0]) if shown else top
-    lines = [header, *_draw(top, children, "")]
+    if top == ROOT or not shown:
+        lines = [f"runtime {render.visible(ns.runtime)}" if top == ROOT else render.visible(top)]
+    else:
+        lines = list(_lines(shown[0], "", ""))
+    lines += _draw(top, children, "")
     if top == ROOT and not handles:
         lines.append("(no handles)")
-    print("\n".join(lines))
+    render.out("\n".join(render.fit(line) for line in lines))
     return Exit.OK
 
 
@@ -49,28 +52,40 @@ def _draw(parent: str, children: dict[str, list[pb.HandleSnapshot]], indent: str
     kids = children.get(parent, [])
     for n, child in enumerate(kids):
         last = n == len(kids) - 1
-        yield indent + (LAST if last else BRANCH) + describe(child)
         more = indent + (SPACE if last else PIPE)
+        yield from _lines(child, indent + (LAST if last else BRANCH), more)
         for change in child.definition_changed:
-            yield more + f"  ! {change.summary}"
+            yield more + f"  ! {render.clip(change.summary, render.WIDTH)}"
         yield from _draw(child.id, children, more)
 
 
+def _lines(h: pb.HandleSnapshot, first: str, more: str) -> Iterator[str]:
+    """The handle's line, then (indented under it) what it waits on: two lines, so that a tree a
+    few levels deep still fits the width of a terminal with the request id whole."""
+    yield first + describe(h)
+    waits = waits_on(h)
+    if waits:
+        yield more + (PIPE if h.children else SPACE) + waits
+
+
 def describe(h: pb.HandleSnapshot) -> str:
-    """``id  agent  state  usage  what it waits on`` on one line."""
-    usage = f"{h.usage_total} tokens{' (estimated)' if h.usage_estimated else ''}, {h.turns_total} turns"
-    return "  ".join(part for part in (h.id, h.agent, h.state, usage, waits_on(h)) if part)
+    """``id  agent  state  usage`` on one line."""
+    tokens = render.plural(h.usage_total, "token") + (" (estimated)" if h.usage_estimated else "")
+    usage = f"{tokens}, {render.plural(h.turns_total, 'turn')}"
+    ids = (render.visible(h.id), render.visible(h.agent), render.visible(h.state))
+    return "  ".join(part for part in (*ids, usage) if part)
 
 
 def waits_on(h: pb.HandleSnapshot) -> str:
     """What the handle waits on: its own request, a suspended child, or nothing (its last result)."""
     if h.HasField("pending"):
         p = h.pending
-        expiry = f", expires {render.when(p.expires_at)}" if p.expires_at else ""
-        return f"waits on {p.kind or 'request'} {p.id}: \"{render.clip(p.prompt, 50)}\"{expiry}"
+        expiry = f" (expires {render.visible(render.when(p.expires_at))})" if p.expires_at else ""
+        kind = render.visible(p.kind or "request")
+        return f"waits on {kind} {render.visible(p.id)}{expiry}: \"{render.clip(p.prompt, 50)}\""
     if h.state == "suspended":
-        return f"waits on {', '.join(h.children) or 'a child'}"
+        return f"waits on {render.visible(', '.join(h.children)) or 'a child'}"
     if h.HasField("last_result") and h.state != "running":
         r = h.last_result
-        return f"last: {r.status}" + (f" \"{render.clip(r.text, 40)}\"" if r.text else "")
+        return f"last: {render.visible(r.status)}" + (f" \"{render.clip(r.text, 40)}\"" if r.text else "")
     return ""

@@ -1,25 +1,46 @@
-"""``runtimes`` and ``pending``: the daemon-wide lists, every page of them, as a table or JSON."""
+"""``runtimes`` and ``pending``: the daemon-wide lists, every page of them, as a table or JSON.
+
+``pending`` filters on the daemon's side (``ListPendingRequest``): ``--runtime``, ``--kind``, and
+``--older-than`` (a duration such as ``90s``, ``15m``, ``2h``, ``1d``: only requests waiting at
+least that long).
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Iterator, Mapping
 
 from ..api._gen import runtime_pb2 as pb
 from . import render
 from .connect import Connection
-from .exitcodes import Exit
+from .exitcodes import CliError, Exit
 
 # a bound on the pages one command walks: a daemon handing out tokens forever must not loop us forever
 MAX_PAGES = 10_000
 STATES = ("running", "suspended", "idle", "closed")
 
 
-def all_pending(conn: Connection, runtime: str = "", kind: str = "") -> Iterator[pb.PendingItem]:
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def duration_ms(text: str, flag: str) -> int:
+    """``"90s"``, ``"15m"``, ``"1h30m"``, ``"2d"`` as milliseconds; anything else is a usage error."""
+    parts = _DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise CliError(Exit.USAGE, f"{flag} {text!r} is not a duration: use a number and a unit, "
+                                   "ms s m h or d (90s, 15m, 1h30m, 2d)")
+    return int(sum(float(n) * _UNITS_MS[u] for n, u in parts))
+
+
+def all_pending(conn: Connection, runtime: str = "", kind: str = "",
+                min_age_ms: int = 0) -> Iterator[pb.PendingItem]:
     """Every open suspension matching the filters, oldest first, page after page."""
     token = ""
     for _ in range(MAX_PAGES):
-        request = pb.ListPendingRequest(runtime_id=runtime, kind=kind, page_size=1000, page_token=token)
+        request = pb.ListPendingRequest(runtime_id=runtime, kind=kind, min_age_ms=min_age_ms,
+                                        page_size=1000, page_token=token)
         reply = conn.call(conn.stub.ListPending, request)
         yield from reply.items
         token = reply.next_page_token
@@ -40,11 +61,11 @@ def all_runtimes(conn: Connection) -> Iterator[pb.RuntimeSummary]:
 def runtimes(conn: Connection, ns: argparse.Namespace) -> int:
     found = list(all_runtimes(conn))
     if ns.json:
-        print(render.dumps([render.to_json(r) for r in found]), end="")
+        render.out(render.dumps([render.to_json(r) for r in found]), end="")
         return Exit.OK
     rows = [[r.runtime_id, render.when(r.created_at), _counts(r.handles), str(r.pending),
              "yes" if r.keyed else ""] for r in found]
-    print(render.table(["runtime", "created", "handles", "pending", "keyed"], rows), end="")
+    render.out(render.table(["runtime", "created", "handles", "pending", "keyed"], rows, flex=2), end="")
     return Exit.OK
 
 
@@ -56,12 +77,13 @@ def _counts(handles: Mapping[str, int]) -> str:
 
 
 def pending(conn: Connection, ns: argparse.Namespace) -> int:
-    items = list(all_pending(conn, ns.runtime or "", ns.kind or ""))
+    older = duration_ms(ns.older_than, "--older-than") if ns.older_than else 0
+    items = list(all_pending(conn, ns.runtime or "", ns.kind or "", older))
     if ns.json:
-        print(render.dumps([render.to_json(i) for i in items]), end="")
+        render.out(render.dumps([render.to_json(i) for i in items]), end="")
         return Exit.OK
     rows = [[i.request.id, i.request.kind, i.runtime_id, i.handle, render.when(i.created_at),
              render.when(i.expires_at), render.clip(i.request.prompt)] for i in items]
-    print(render.table(["request", "kind", "runtime", "handle", "waiting since", "expires", "prompt"], rows),
-          end="")
+    headers = ["request", "kind", "runtime", "handle", "waiting", "expires", "prompt"]
+    render.out(render.table(headers, rows, flex=6), end="")
     return Exit.OK

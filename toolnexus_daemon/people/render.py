@@ -1,13 +1,25 @@
 """What people and scripts read: tables, ages such as "3h ago", and JSON of any reply.
 
+Ids, kinds, prompts and event text come from models, tools and callers, and a terminal obeys
+the control characters in what it prints (a CSI sequence rewrites the screen, an OSC 52 one
+writes the clipboard). So every character a command prints goes through ``visible`` (``out`` and
+``err`` are the only writers): ESC shows as ``\\e``, other C0 characters and DEL as ``^X``,
+``\\r`` ``\\n`` ``\\t`` as themselves escaped, C1 characters (U+0080-U+009F), line and
+paragraph separators and bidirectional overrides as ``\\xNN`` / ``\\uNNNN``. A backslash in
+the text itself is shown as it is.
+
 JSON keeps the proto's field names and gives int64 values as numbers (the
 proto3 JSON mapping would quote them), so ``jq '.[].pending'`` compares
-numbers; JSON-shaped fields (``Struct``) come out as they went in.
+numbers; JSON-shaped fields (``Struct``) come out as they went in, and every
+control character inside a string (C1 and U+2028/U+2029 too, which ``json``
+leaves raw) is a ``\\u`` escape, so the text parses back exactly.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +28,51 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 MAX_CELL = 60
+WIDTH = 100  # what a table or a line of a people command takes at most
+MIN_FLEX = 12  # the narrowest the clipped column of a table gets
+
+# what a terminal may act on: C0 (but the newline between output lines), DEL, C1, and the
+# characters that reorder or break lines of text around them (U+2028/9, bidi controls)
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_UNSAFE_IN_LINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_NAMED = {"\x1b": "\\e", "\r": "\\r", "\n": "\\n", "\t": "\\t", "\x7f": "^?"}
+# in JSON: what json.dumps(ensure_ascii=False) leaves raw inside a string
+_JSON_RAW = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    ch = match.group()
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    if code < 0x20:
+        return "^" + chr(code + 0x40)  # BEL is ^G, NUL ^@
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` on one line with every control character shown, not obeyed."""
+    return _UNSAFE.sub(_shown, text)
+
+
+def visible_lines(text: str) -> str:
+    """``visible`` for output made of lines: the newlines between them stay (cells never hold one:
+    ``clip`` and ``table`` made their text visible already)."""
+    return _UNSAFE_IN_LINES.sub(_shown, text)
+
+
+def out(text: str, end: str = "\n") -> None:
+    """Print ``text`` to stdout, control characters shown (the one way a command writes there)."""
+    sys.stdout.write(visible_lines(text) + end)
+    sys.stdout.flush()
+
+
+def err(text: str) -> None:
+    """One line to stderr, control characters shown: messages quote the daemon, which quotes
+    tools and callers."""
+    sys.stderr.write(visible(text) + "\n")
+    sys.stderr.flush()
 
 
 def when(rfc3339: str, now: datetime | None = None) -> str:
@@ -40,17 +97,46 @@ def _span(seconds: float) -> str:
 
 
 def clip(text: str, width: int = MAX_CELL) -> str:
-    """One line of at most ``width`` characters (a prompt can be long and multi-line)."""
-    line = " ".join(text.split())
+    """One line of at most ``width`` characters (a prompt can be long and multi-line): runs of
+    spaces, tabs and newlines become one space, every other control character is shown."""
+    line = visible(re.sub("[ \t\n]+", " ", text).strip())
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns aligned on the widest cell, two spaces apart, the header in capitals."""
-    cells = [[h.upper() for h in headers], *[[str(c) for c in row] for row in rows]]
+
+def fit(line: str, width: int = WIDTH) -> str:
+    """``line`` clipped to ``width`` characters."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def plural(n: int, unit: str) -> str:
+    """``"1 turn"``, ``"2 turns"``."""
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], flex: int | None = None,
+          width: int = WIDTH) -> str:
+    """Columns aligned on the widest cell, two spaces apart, the header in capitals. Column
+    ``flex`` (free text, such as a prompt) is clipped so the table fits ``width`` columns;
+    the others (ids to copy) are shown whole."""
+    cells = [[h.upper() for h in headers], *[[visible(str(c)) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    if flex is not None:
+        room = width - sum(w for i, w in enumerate(widths) if i != flex) - 2 * (len(headers) - 1)
+        widths[flex] = min(widths[flex], max(MIN_FLEX, room))
+        for r in cells:
+            r[flex] = fit(r[flex], widths[flex])
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines) + "\n"
+
+
+def result_line(handle: str, result: Any) -> str:
+    """A ``TaskResult`` on one line: ``handle: done "text"``, or what it now waits on."""
+    line = f"{visible(handle)}: {visible(result.status)}"
+    if result.HasField("pending") and result.status == "pending":
+        p = result.pending
+        return f"{line} on {visible(p.kind or 'request')} {visible(p.id)}: \"{clip(p.prompt, 50)}\""
+    return line + (f" \"{clip(result.text)}\"" if result.text else "")
 
 
 def to_json(message: Message) -> dict[str, Any]:
@@ -78,4 +164,16 @@ def _value(fd: Any, value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    """Indented JSON, non-ASCII text as it is, every control character escaped."""
+    return _escaped(json.dumps(value, indent=2, ensure_ascii=False)) + "\n"
+
+
+def dumps_line(value: Any) -> str:
+    """One JSON value on one line (a stream of them is what ``jq`` reads as it comes)."""
+    return _escaped(json.dumps(value, ensure_ascii=False))
+
+
+def _escaped(text: str) -> str:
+    # these characters can only stand inside strings of the dumped JSON, where \\u is their
+    # exact equivalent (C0 and the quote json.dumps escaped already)
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
