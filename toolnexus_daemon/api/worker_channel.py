@@ -68,11 +68,12 @@ class _Ignored:
         self._session, self._message, self._level = session, message, level
         self._count = 0
         self._next_at = 0.0
-        self._last_call_id = ""
+        self._last: dict[str, object] = {}
 
-    def hit(self, call_id: str = "") -> None:
+    def hit(self, call_id: str = "", error: str = "") -> None:
+        """One more ignored message; ``call_id`` and ``error`` (the last ones) go in the line."""
         self._count += 1
-        self._last_call_id = call_id
+        self._last = {k: v for k, v in (("call_id", call_id), ("error", error)) if v}
         now = time.monotonic()
         if now >= self._next_at:
             self.flush()
@@ -81,11 +82,9 @@ class _Ignored:
     def flush(self) -> None:
         if not self._count:
             return
-        extra: dict[str, object] = {"runtime": self._session.runtime_id, "worker_id": self._session.worker_id,
-                                    "count": self._count}
-        if self._last_call_id:
-            extra["call_id"] = self._last_call_id
-        log.log(self._level, self._message, extra=extra)
+        log.log(self._level, self._message, extra={"runtime": self._session.runtime_id,
+                                                   "worker_id": self._session.worker_id,
+                                                   "count": self._count, **self._last})
         self._count = 0
 
 
@@ -132,13 +131,16 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
     ignored = _Ignored(session, "ignored replies for calls this worker does not hold (unknown, "
                                 "already answered or timed out, or re-sent to another worker)")
     hellos = _Ignored(session, "ignoring a second hello on a worker stream", logging.WARNING)
+    refusals = _Ignored(session, "ignored refused worker messages that answer no call this worker holds",
+                        logging.WARNING)
     try:
         async for msg in requests:
             if isinstance(msg, Refused):
                 if msg.message is None:
                     return f"worker stream ended: {msg.reason}"
                 # Connect's deserializer only ever decodes WorkerMessages
-                _deliver_refusal(hub, session, cast(pb.WorkerMessage, msg.message), msg.reason, ignored)
+                if not _deliver_refusal(hub, session, cast(pb.WorkerMessage, msg.message), msg.reason):
+                    refusals.hit(error=msg.reason)
                 continue
             kind = msg.WhichOneof("msg")
             if kind == "hello":
@@ -149,7 +151,8 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
             try:
                 reply = worker_reply(msg)
             except InvalidArgument as exc:
-                _deliver_refusal(hub, session, msg, str(exc), ignored)
+                if not _deliver_refusal(hub, session, msg, str(exc)):
+                    refusals.hit(error=str(exc))
                 continue
             if not hub.deliver(session, reply):
                 ignored.hit(reply.call_id)
@@ -158,28 +161,26 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
     except Exception as exc:  # a broken stream ends the session; its calls are re-sent
         log.info("worker stream ended", extra={"worker_id": session.worker_id, "error": type(exc).__name__})
     finally:
-        ignored.flush()
-        hellos.flush()
+        for noise in (ignored, hellos, refusals):
+            noise.flush()
         hub.detach(session)
     return None
 
 
-def _deliver_refusal(hub: WorkerHub, session: WorkerSession, msg: pb.WorkerMessage, reason: str,
-                     ignored: _Ignored) -> None:
+def _deliver_refusal(hub: WorkerHub, session: WorkerSession, msg: pb.WorkerMessage, reason: str) -> bool:
     """A reply the daemon cannot take (too deep, NaN, malformed): its call fails with ``reason``
-    instead of waiting for an answer that will never come."""
+    instead of waiting for an answer that will never come. False when the message answers no
+    call this worker holds (then nothing fails)."""
     kind = msg.WhichOneof("msg")
     call_kind = _REPLY_KINDS.get(kind or "")
     if kind is None or call_kind is None:
-        log.warning("ignoring a refused worker message", extra={"worker_id": session.worker_id,
-                                                                "error": reason})
-        return
+        return False
     call_id = getattr(msg, kind).call_id
     if not hub.deliver(session, refused(call_kind, call_id, reason, answer_id=msg.resolve_reply.answer.id)):
-        ignored.hit(call_id)  # for no call this worker holds: nothing fails, and nothing floods the log
-        return
+        return False
     log.warning("worker reply refused; its call fails", extra={"runtime": session.runtime_id,
                                                                 "call_id": call_id, "error": reason})
+    return True
 
 
 # which call a reply oneof answers
