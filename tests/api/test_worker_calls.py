@@ -255,7 +255,7 @@ def test_a_silent_worker_cannot_hold_model_calls_past_the_timeout(stub: pb_grpc.
         results = [_wait(stub, rid, h, ms=8_000) for h in handles]
         elapsed = time.monotonic() - started
         assert [(r.status, r.text) for r in results] == [("done", "answered")] * len(handles)
-        assert elapsed < 6, f"took {elapsed:.1f}s"
+        assert elapsed < 10, f"took {elapsed:.1f}s"  # about 1 s unloaded: 400 ms silence, one backoff
         stuck = quiet.calls("llm_call")
         assert stuck, "round robin gave the silent worker no call: the test proves nothing"
         assert set(stuck) <= set(talker.calls("llm_call")), "a timed-out call is re-sent with its id"
