@@ -8,7 +8,15 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.model import ToolResult
-from toolnexus_daemon.relay import NoWorker, ToolCallOut, ToolOutcomeIn, WorkerHub, WorkerLost, WorkerSession
+from toolnexus_daemon.relay import (
+    NoReply,
+    NoWorker,
+    ToolCallOut,
+    ToolOutcomeIn,
+    WorkerHub,
+    WorkerLost,
+    WorkerSession,
+)
 
 TOOL = ToolCallOut("rt/h/s1c0", "root/a.1", "lookup", {})
 
@@ -53,3 +61,45 @@ async def test_a_call_not_to_be_resent_fails_with_worker_lost_and_reaches_no_oth
     with pytest.raises(WorkerLost):
         await call
     assert other.outbox.empty() and not other.inflight
+
+
+async def test_only_the_worker_holding_a_call_may_answer_it() -> None:
+    hub = WorkerHub()
+    a, b = WorkerSession("rt", "a"), WorkerSession("rt", "b")
+    hub.attach(a)
+    call = asyncio.ensure_future(hub.call("rt", TOOL, take_timeout=2))
+    assert await a.outbox.get() == TOOL
+    hub.attach(b)
+    forged = ToolOutcomeIn(TOOL.call_id, ToolResult(output="forged"))
+    assert not hub.deliver(b, forged), "another stream of the runtime answered a call it does not hold"
+    assert not hub.deliver(WorkerSession("other", "a"), forged)
+    genuine = ToolOutcomeIn(TOOL.call_id, ToolResult(output="genuine"))
+    assert hub.deliver(a, genuine)
+    assert await call == genuine
+
+
+async def test_a_silent_holder_loses_the_call_to_another_worker_with_the_same_id() -> None:
+    """``reply_timeout``: ``NoReply`` names the silent holder; sent again avoiding it, the call
+    (same id) goes to the other worker, and a late reply from the silent one is refused."""
+    hub = WorkerHub()
+    quiet, talker = WorkerSession("rt", "quiet"), WorkerSession("rt", "talker")
+    hub.attach(quiet)
+    with pytest.raises(NoReply) as lost:
+        await hub.call("rt", TOOL, take_timeout=1, reply_timeout=0.05)
+    assert lost.value.session is quiet and not quiet.inflight
+    hub.attach(talker)
+    again = asyncio.ensure_future(hub.call("rt", TOOL, take_timeout=1, reply_timeout=1,
+                                           avoid=frozenset({quiet})))
+    assert await talker.outbox.get() == TOOL
+    assert not hub.deliver(quiet, ToolOutcomeIn(TOOL.call_id, ToolResult(output="late")))
+    ok = ToolOutcomeIn(TOOL.call_id, ToolResult(output="ok"))
+    assert hub.deliver(talker, ok)
+    assert await again == ok
+    # with nobody else connected, an avoided worker still gets the call
+    assert await quiet.outbox.get() == TOOL  # (the first delivery)
+    hub.detach(talker)
+    alone = asyncio.ensure_future(hub.call("rt", TOOL, take_timeout=1, avoid=frozenset({quiet})))
+    assert await asyncio.wait_for(quiet.outbox.get(), 1) == TOOL
+    alone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await alone

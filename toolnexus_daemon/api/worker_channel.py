@@ -14,6 +14,11 @@ one too deep for ``--max-struct-depth`` still names its call, which gets an
 error naming the limit (the turn goes on, as after any failed call); bytes
 that do not decode at all end the stream with INVALID_ARGUMENT, because a
 worker that sends them cannot be trusted with the calls it holds.
+
+A reply for a call the stream does not hold (an unknown id, one already answered
+or timed out, one re-sent to another worker) is ignored; such replies are logged
+at most once per ``NOISE_INTERVAL_S`` per stream, with how many there were, so a
+worker flooding them cannot flood the log.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
@@ -49,6 +55,37 @@ from .decode import Refused
 from .keys import open_runtime
 
 log = logging.getLogger("toolnexus_daemon.api")
+
+# at most one log line per stream per this many seconds about replies that were ignored
+NOISE_INTERVAL_S = 10.0
+
+
+class _Ignored:
+    """Counts one stream's ignored messages of one kind; logs the first, then one line with the
+    count per ``NOISE_INTERVAL_S`` (and the rest when the stream ends)."""
+
+    def __init__(self, session: WorkerSession, message: str, level: int = logging.INFO) -> None:
+        self._session, self._message, self._level = session, message, level
+        self._count = 0
+        self._next_at = 0.0
+        self._last: dict[str, object] = {}
+
+    def hit(self, call_id: str = "", error: str = "") -> None:
+        """One more ignored message; ``call_id`` and ``error`` (the last ones) go in the line."""
+        self._count += 1
+        self._last = {k: v for k, v in (("call_id", call_id), ("error", error)) if v}
+        now = time.monotonic()
+        if now >= self._next_at:
+            self.flush()
+            self._next_at = now + NOISE_INTERVAL_S
+
+    def flush(self) -> None:
+        if not self._count:
+            return
+        log.log(self._level, self._message, extra={"runtime": self._session.runtime_id,
+                                                   "worker_id": self._session.worker_id,
+                                                   "count": self._count, **self._last})
+        self._count = 0
 
 
 async def serve_worker(engine: Engine, hub: WorkerHub, requests: AsyncIterator[pb.WorkerMessage],
@@ -91,51 +128,59 @@ async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncI
 
     Returns why the stream must end INVALID_ARGUMENT, or None when it simply ended.
     """
+    ignored = _Ignored(session, "ignored replies for calls this worker does not hold (unknown, "
+                                "already answered or timed out, or re-sent to another worker)")
+    hellos = _Ignored(session, "ignoring a second hello on a worker stream", logging.WARNING)
+    refusals = _Ignored(session, "ignored refused worker messages that answer no call this worker holds",
+                        logging.WARNING)
     try:
         async for msg in requests:
             if isinstance(msg, Refused):
                 if msg.message is None:
                     return f"worker stream ended: {msg.reason}"
                 # Connect's deserializer only ever decodes WorkerMessages
-                _deliver_refusal(hub, session, cast(pb.WorkerMessage, msg.message), msg.reason)
+                if not _deliver_refusal(hub, session, cast(pb.WorkerMessage, msg.message), msg.reason):
+                    refusals.hit(error=msg.reason)
                 continue
             kind = msg.WhichOneof("msg")
             if kind == "hello":
-                log.warning("ignoring a second hello on a worker stream",
-                            extra={"runtime": session.runtime_id, "worker_id": session.worker_id})
+                hellos.hit()
                 continue
             if kind is None:
                 continue
             try:
                 reply = worker_reply(msg)
             except InvalidArgument as exc:
-                _deliver_refusal(hub, session, msg, str(exc))
+                if not _deliver_refusal(hub, session, msg, str(exc)):
+                    refusals.hit(error=str(exc))
                 continue
             if not hub.deliver(session, reply):
-                log.info("reply for a call nobody waits on (already answered or timed out)",
-                         extra={"runtime": session.runtime_id, "call_id": reply.call_id})
+                ignored.hit(reply.call_id)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # a broken stream ends the session; its calls are re-sent
         log.info("worker stream ended", extra={"worker_id": session.worker_id, "error": type(exc).__name__})
     finally:
+        for noise in (ignored, hellos, refusals):
+            noise.flush()
         hub.detach(session)
     return None
 
 
-def _deliver_refusal(hub: WorkerHub, session: WorkerSession, msg: pb.WorkerMessage, reason: str) -> None:
+def _deliver_refusal(hub: WorkerHub, session: WorkerSession, msg: pb.WorkerMessage, reason: str) -> bool:
     """A reply the daemon cannot take (too deep, NaN, malformed): its call fails with ``reason``
-    instead of waiting for an answer that will never come."""
+    instead of waiting for an answer that will never come. False when the message answers no
+    call this worker holds (then nothing fails)."""
     kind = msg.WhichOneof("msg")
     call_kind = _REPLY_KINDS.get(kind or "")
     if kind is None or call_kind is None:
-        log.warning("ignoring a refused worker message", extra={"worker_id": session.worker_id,
-                                                                "error": reason})
-        return
+        return False
     call_id = getattr(msg, kind).call_id
+    if not hub.deliver(session, refused(call_kind, call_id, reason, answer_id=msg.resolve_reply.answer.id)):
+        return False
     log.warning("worker reply refused; its call fails", extra={"runtime": session.runtime_id,
                                                                 "call_id": call_id, "error": reason})
-    hub.deliver(session, refused(call_kind, call_id, reason, answer_id=msg.resolve_reply.answer.id))
+    return True
 
 
 # which call a reply oneof answers

@@ -11,6 +11,7 @@ of the model twice and no completed call runs again.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass, field
 
 from ..model import JSON, Answer, InboxItem, ToolResult
@@ -18,6 +19,25 @@ from .fingerprint import Fingerprint
 
 # the request kind asking whether a call of an ``on_crash: "ask"`` tool completed (§11)
 RECONCILE = "reconcile"
+# random bytes of a turn's tag: 48 bits, so two wakes of one handle never share call ids
+TAG_BYTES = 6
+
+
+def new_tag() -> str:
+    """A fresh turn tag (12 hex digits), drawn once per wake and kept in its checkpoint."""
+    return "t" + secrets.token_hex(TAG_BYTES)
+
+
+def call_base(runtime_id: str, handle_id: str, tag: str) -> str:
+    """What every ``call_id`` of one turn starts with: ``<runtime>/<handle>/<tag>``.
+
+    The tag makes the ids of a turn differ from those of every other turn of the handle — one
+    that failed or was interrupted before recording anything, or one of a runtime purged and
+    created again under the same id — so a worker that deduplicates on ``call_id`` never answers
+    a new call with an old outcome, while a redelivery of the same call (from the checkpoint,
+    after a lost worker or a restart) keeps its id. Checkpoints written before tags existed have
+    none and keep the ids they had."""
+    return f"{runtime_id}/{handle_id}/{tag}" if tag else f"{runtime_id}/{handle_id}"
 
 
 @dataclass
@@ -58,10 +78,15 @@ class Step:
     inflight: set[int] = field(default_factory=set)
     # how many ``reconcile`` questions each call has had (each gets its own request id)
     reconciles: dict[int, int] = field(default_factory=dict)
+    # the tag of the turn that opened the step (its checkpoint's; see ``call_base``)
+    tag: str = ""
 
     def call_id(self, base: str, idx: int) -> str:
+        """Call ``idx``'s id for ``base`` = ``<runtime>/<handle>``: the step's tag, number, index
+        and — for a call run again after an answer — its attempt."""
         attempt = self.attempts.get(idx, 0)
-        return f"{base}/s{self.number}c{idx}" + (f"a{attempt}" if attempt else "")
+        tagged = f"{base}/{self.tag}" if self.tag else base
+        return f"{tagged}/s{self.number}c{idx}" + (f"a{attempt}" if attempt else "")
 
     def open_calls(self) -> list[int]:
         """Calls with no result yet, or whose last result suspended (they run again)."""
@@ -95,7 +120,8 @@ class Step:
                 **({"chained": {str(i): n for i, n in self.chained.items()}} if self.chained else {}),
                 **({"inflight": sorted(self.inflight)} if self.inflight else {}),
                 **({"reconciles": {str(i): n for i, n in self.reconciles.items()}}
-                   if self.reconciles else {})}
+                   if self.reconciles else {}),
+                **({"tag": self.tag} if self.tag else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Step:
@@ -106,7 +132,8 @@ class Step:
                    pending_idx=d.get("pending_idx"),
                    chained={int(i): int(n) for i, n in (d.get("chained") or {}).items()},
                    inflight={int(i) for i in d.get("inflight") or []},
-                   reconciles={int(i): int(n) for i, n in (d.get("reconciles") or {}).items()})
+                   reconciles={int(i): int(n) for i, n in (d.get("reconciles") or {}).items()},
+                   tag=str(d.get("tag") or ""))
 
 
 @dataclass
@@ -122,6 +149,8 @@ class Checkpoint:
     reinvoke_announced: bool = False
     # what the pending answer will be fed to, recorded by a durable suspension (docs/protocol.md §11)
     fingerprint: Fingerprint | None = None
+    # this turn's part of every call_id (``call_base``); "" in checkpoints older than tags
+    tag: str = field(default_factory=new_tag)
 
     def to_json(self) -> JSON:
         return {"input": self.input, "turn_start": self.turn_start,
@@ -129,7 +158,8 @@ class Checkpoint:
                 "tokens": self.tokens, "step": self.step.to_json() if self.step else None,
                 "answer": self.answer.to_json() if self.answer else None,
                 **({"reinvoke_announced": True} if self.reinvoke_announced else {}),
-                **({"fingerprint": self.fingerprint.to_json()} if self.fingerprint else {})}
+                **({"fingerprint": self.fingerprint.to_json()} if self.fingerprint else {}),
+                **({"tag": self.tag} if self.tag else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Checkpoint:
@@ -138,8 +168,9 @@ class Checkpoint:
                    turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
                    step=Step.from_json(d["step"]) if d.get("step") else None,
                    answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
-                      reinvoke_announced=bool(d.get("reinvoke_announced")),
-                   fingerprint=Fingerprint.from_json(d["fingerprint"]) if d.get("fingerprint") else None)
+                   reinvoke_announced=bool(d.get("reinvoke_announced")),
+                   fingerprint=Fingerprint.from_json(d["fingerprint"]) if d.get("fingerprint") else None,
+                   tag=str(d.get("tag") or ""))
 
 
 def reconcile_id(call_id: str, round_: int) -> str:

@@ -22,7 +22,7 @@ from ..model import JSON, EventType, HandleState, Status, TaskResult, Usage
 from . import budget as budgets
 from . import notes, wakes
 from .change import Change
-from .checkpoint import Call, Checkpoint, Step
+from .checkpoint import Call, Checkpoint, Step, call_base
 from .handle import Handle
 from .landing import Landing, WakeRefused, landed
 from .slot import TurnSlot
@@ -152,7 +152,8 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
         await landed(landing)  # not the commit's own tail (never expected): read it all from the store
         landing = None
     slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
-    request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=f"{rt.id}/{h.id}/m{h.turns_total + 1}",
+    call_id = f"{call_base(rt.id, h.id, cp.tag)}/m{h.turns_total + 1}"  # the same when re-issued
+    request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=call_id,
                            body=_request_body(rt, h, landing), take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
                            sleep=slot.sleep_outside)
@@ -225,15 +226,14 @@ async def _record_reply(rt: RuntimeContext, h: Handle, cp: Checkpoint, reply: Mo
     change = Change().save(*touched).message(h, index, reply.message)
     change.event(h, EventType.MODEL_CALL, notes.model_call(h.id, cp.turns, reply.usage.total_tokens),
                  data={"usage": reply.usage.to_json(), "latency_ms": latency_ms})
-    base = f"{rt.id}/{h.id}"
-    calls = _parse_calls(rt, base, h.turns_total, reply.message)
+    calls = _parse_calls(rt, call_base(rt.id, h.id, cp.tag), h.turns_total, reply.message)
     if not calls:
         result = h.result(Status.DONE, message_text(reply.message))
         _settle(h, cp, change, result, notes.done(h.id, cp.turns, cp.tokens))
         await rt.commit(change)
         h.settle_waiters(result)
         return
-    cp.step = Step(number=h.turns_total, assistant_index=index, calls=calls)
+    cp.step = Step(number=h.turns_total, assistant_index=index, calls=calls, tag=cp.tag)
     # the calls are announced (tool_call events) in the same commit as the reply that asked for them
     await rt.commit(announce(rt, h, cp.step, list(range(len(calls))), change).checkpoint(h, cp))
 

@@ -23,7 +23,7 @@ Builder = Callable[[LlmConfig, WorkerHub, Mapping[str, str] | None], ModelTransp
 _BUILDERS: dict[LlmStyle, Builder] = {
     LlmStyle.OPENAI: lambda llm, hub, env: OpenAITransport(llm, env=env),
     LlmStyle.ANTHROPIC: lambda llm, hub, env: AnthropicTransport(llm, env=env),
-    LlmStyle.WORKER: lambda llm, hub, env: WorkerTransport(hub),
+    LlmStyle.WORKER: lambda llm, hub, env: WorkerTransport(hub, llm),
 }
 
 

@@ -7,7 +7,12 @@ stream, drains its ``outbox`` onto the wire and hands replies back through
 re-sent, with the same ``call_id``, to another worker or to the next one that
 connects (docs/protocol.md §6) — unless the caller said it must not be sent twice (a tool
 with ``on_crash: "ask"``, §11): then it fails with ``WorkerLost``. A call that no worker
-takes within its ``take_timeout`` fails with ``NoWorker``.
+takes within its ``take_timeout`` fails with ``NoWorker``; one given a ``reply_timeout`` whose
+holder stays silent that long fails with ``NoReply`` naming the holder, so the caller can send
+it again (same ``call_id``) to another worker.
+
+Only the worker holding a call may answer it: a reply from any other stream of the runtime —
+a guessed id, or a late reply from a worker the call was taken from — is refused (``deliver``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,14 @@ class NoWorker(Exception):
 
 class WorkerLost(Exception):
     """The worker that took a call not to be re-sent disconnected before replying."""
+
+
+class NoReply(Exception):
+    """The worker holding a call did not reply within the call's ``reply_timeout``."""
+
+    def __init__(self, kind: str, session: WorkerSession) -> None:
+        super().__init__(kind)
+        self.session = session
 
 
 @dataclass(eq=False)
@@ -64,6 +77,8 @@ class _PendingCall:
     wake: asyncio.Future[None] | None = None
     # False: a worker that took the call and vanished may have acted; the call is not re-sent
     resend: bool = True
+    # workers passed over while any other capable one is connected (they let this call time out)
+    avoid: frozenset[WorkerSession] = frozenset()
 
 
 class WorkerHub:
@@ -114,26 +129,26 @@ class WorkerHub:
             self.detach(session)
 
     async def call(self, runtime_id: str, out: Outgoing, take_timeout: float, *, resend: bool = True,
+                   reply_timeout: float | None = None, avoid: frozenset[WorkerSession] = frozenset(),
                    ) -> Incoming:
         """Send ``out`` to a capable worker and return its reply (of whatever kind the worker sent).
 
         Waits at most ``take_timeout`` seconds for a worker to take the call
         (again after each disconnect, or — with ``resend=False`` — raises ``WorkerLost``
-        at the first); once taken, waits for the reply.
+        at the first); once taken, waits for the reply — at most ``reply_timeout`` seconds per
+        holder when given, then raises ``NoReply``. Workers in ``avoid`` get the call only when
+        no other capable worker is connected.
         """
         loop = asyncio.get_running_loop()
-        call = _PendingCall(out=out, runtime_id=runtime_id, reply=loop.create_future(), resend=resend)
+        call = _PendingCall(out=out, runtime_id=runtime_id, reply=loop.create_future(), resend=resend,
+                            avoid=avoid)
         self._calls[out.call_id] = call
         try:
             self._assign(call)
             while not call.reply.done():
                 await self._await_taken(call, take_timeout)
                 if not call.lost and not call.reply.done():
-                    call.wake = loop.create_future()
-                    try:
-                        await call.wake
-                    finally:
-                        call.wake = None
+                    await self._await_reply(call, loop.create_future(), reply_timeout)
                 if call.lost and not call.reply.done() and not call.resend:
                     raise WorkerLost(call.out.kind)
                 call.lost = False
@@ -144,15 +159,31 @@ class WorkerHub:
                 call.assigned.inflight.discard(out.call_id)
 
     def deliver(self, session: WorkerSession, reply: Incoming) -> bool:
-        """A worker's reply. False if no call of that worker waits on ``reply.call_id``."""
+        """A worker's reply. False if ``session`` holds no call waiting on ``reply.call_id``: the
+        id is unknown, already answered or timed out, or the call is held by another worker."""
         call_id = reply.call_id
         call = self._calls.get(call_id)
-        if call is None or call.reply.done() or call.runtime_id != session.runtime_id:
+        if call is None or call.reply.done() or call.assigned is not session:
             return False
         session.inflight.discard(call_id)
         call.reply.set_result(reply)
         _wake(call)
         return True
+
+    @staticmethod
+    async def _await_reply(call: _PendingCall, wake: asyncio.Future[None], reply_timeout: float | None,
+                           ) -> None:
+        """Wait until the holder replies or is lost; ``NoReply`` after ``reply_timeout`` seconds."""
+        call.wake = wake
+        holder = call.assigned
+        try:
+            await asyncio.wait_for(wake, reply_timeout)
+        except TimeoutError:
+            if call.reply.done() or holder is None:
+                return
+            raise NoReply(call.out.kind, holder) from None
+        finally:
+            call.wake = None
 
     async def _await_taken(self, call: _PendingCall, take_timeout: float) -> None:
         if call.taken.is_set():
@@ -164,6 +195,7 @@ class WorkerHub:
 
     def _assign(self, call: _PendingCall) -> None:
         capable = [s for s in self._sessions.get(call.runtime_id, ()) if s.can_serve(call.out)]
+        capable = [s for s in capable if s not in call.avoid] or capable
         if not capable:
             return
         session = capable[next(self._rr) % len(capable)]
