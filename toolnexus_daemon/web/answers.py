@@ -8,30 +8,35 @@ routes say 405 themselves, with their own body). The body is read here, bounded:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from ..answers.routes import HttpRequest, Routes
+from ..answers.routes import HttpRequest, HttpResponse
 
 # a JSON answer or a form: the answer's data is bounded again by --max-pending-data-bytes
 MAX_BODY_BYTES = 64 * 1024
 _TOO_LARGE = b'{"error":"the body is too large"}'
 
 
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
 class _TooLarge(Exception):
     pass
 
 
-def routes(handler: Routes, max_body: int = MAX_BODY_BYTES) -> list[BaseRoute]:
+def routes(handler: Handler, max_body: int = MAX_BODY_BYTES) -> list[BaseRoute]:
     return [Route("/{path:path}", _AnswerLinks(handler, max_body))]
 
 
 class _AnswerLinks:
     """An ASGI app rather than a function endpoint, so the route takes every method."""
 
-    def __init__(self, handler: Routes, max_body: int) -> None:
+    def __init__(self, handler: Handler, max_body: int) -> None:
         self._handler = handler
         self._max_body = max_body
 
