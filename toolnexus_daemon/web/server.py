@@ -71,7 +71,8 @@ class WebServer:
             return
         self._server.close()
         for conn in list(self._state.connections):
-            conn.shutdown()
+            with contextlib.suppress(Exception):  # a connection in a broken state is closed below
+                conn.shutdown()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLOSE_GRACE_S):
                 while self._state.tasks:
