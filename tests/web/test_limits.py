@@ -5,8 +5,10 @@ oldest connection that is not being answered (never one that is), and bodies are
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.ops.certs import make_certs
 from toolnexus_daemon.answers.routes import HttpRequest, HttpResponse
 from toolnexus_daemon.web import WebServer
 from toolnexus_daemon.web import answers as answer_routes
@@ -122,3 +125,22 @@ async def test_bodies_past_the_limit_are_413_whether_announced_or_streamed(serve
         assert ok.status_code == 200
     assert [(r.method, r.target, r.body, r.headers["x-thing"]) for r in seen] == [
         ("PATCH", "/x/a/token?code=1", b"y" * 1000, "A")]
+
+
+async def test_a_tls_connection_that_never_shakes_hands_is_dropped(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(certs.server.cert, certs.server.key)
+    server = WebServer(build([Route("/", _hello)]), "tests", limits=Limits(request_s=0.5), ssl_context=ctx)
+    address = await server.start("127.0.0.1:0")
+    host, port = address.rsplit(":", 1)
+    try:
+        silent = [await asyncio.open_connection(host, int(port)) for _ in range(20)]
+        async with httpx.AsyncClient(verify=str(certs.ca), timeout=5) as http:
+            assert (await http.get(f"https://{address}/")).text == "hello"
+        waited = await asyncio.gather(*(_closed_within(reader, 3) for reader, _ in silent))
+        assert all(s < 2 for s in waited), waited
+        for _, writer in silent:
+            writer.close()
+    finally:
+        await server.close()
