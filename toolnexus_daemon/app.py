@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from grpc import aio
+from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
-from . import answers
-from .answers.http import AnswersListenError, HttpServer
+from . import web
 from .api.forward import Forwarder
 from .api.link_forward import LinkForwarder
 from .api.server import ListenError, create_server, set_health
@@ -41,7 +41,6 @@ from .envexpand import EnvAllowList
 from .errors import StoreError, StoreLocked
 from .llm.factory import model_factory
 from .model import Event, ToolSource
-from .observe.http import MetricsListenError, MetricsServer
 from .observe.logs import configure, log_events
 from .observe.metrics import Metrics
 from .relay import WorkerHub
@@ -69,11 +68,11 @@ class _Daemon:
     addresses: list[str]
     executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor]
     metrics: Metrics
-    metrics_server: MetricsServer
+    metrics_server: web.WebServer
     # a member of a cluster: this daemon's runtime leases
     membership: Membership | None = None
     # the answer-link listener (--answers-listen), once bound
-    answers: HttpServer | None = None
+    answers: web.WebServer | None = None
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -101,7 +100,7 @@ def run(settings: Settings) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
             code = runner.run(_serve(settings, store))
-    except (ListenError, MetricsListenError, AnswersListenError) as exc:
+    except (ListenError, web.WebListenError) as exc:
         print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception:
@@ -148,7 +147,13 @@ def _build(settings: Settings, store: Store) -> _Daemon:
         servicer.forwarder.on_unreachable = membership.forget
         _observe_cluster(metrics, membership, servicer.forwarder, engine)
     return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
-                   MetricsServer(metrics.registry), membership)
+                   web.metrics_server(metrics.registry, lambda: _serving(health)), membership)
+
+
+async def _serving(health: HealthServicer) -> bool:
+    """What gRPC health says of the daemon as a whole (``GET /healthz`` on the metrics port)."""
+    reply = await health.Check(health_pb2.HealthCheckRequest(service=""), None)
+    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def _membership(settings: Settings, store: Store) -> Membership | None:
@@ -216,8 +221,8 @@ async def _serve_answers(daemon: _Daemon, settings: Settings) -> None:
     ``Info.config`` shows the bound address and the base the links start with."""
     forwarder = daemon.servicer.forwarder
     forward = LinkForwarder(forwarder, settings.auth_token) if forwarder is not None else None
-    daemon.answers, bound = await answers.start(settings, daemon.engine, daemon.engine.clock,
-                                                settings.peer_limits(), forward)
+    daemon.answers, bound = await web.serve_answers(settings, daemon.engine, daemon.engine.clock,
+                                                    settings.peer_limits(), forward)
     config = daemon.servicer.facts.config
     config["answers-listen"], config["answers-base-url"] = bound, daemon.engine.answer_base
     log.info("serving answer links",

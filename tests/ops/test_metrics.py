@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -123,3 +124,12 @@ def test_the_metrics_endpoint_answers_only_get_metrics(tmp_path: Path) -> None:
             else:
                 raise AssertionError(f"{method} {path} was answered")
         assert "toolnexus_build_info" in scrape(address)
+
+
+def test_the_metrics_port_serves_health_for_http_probes(tmp_path: Path) -> None:
+    """``GET /healthz`` says what gRPC health says: SERVING once the daemon serves."""
+    with DaemonProcess(tmp_path / "data", "--metrics-listen", "127.0.0.1:0") as proc:
+        address = serving_record(proc)["metrics_address"]
+        with urllib.request.urlopen(f"http://{address}/healthz", timeout=5) as reply:  # noqa: S310  # loopback
+            assert reply.status == 200 and reply.headers["Cache-Control"] == "no-store"
+            assert json.loads(reply.read()) == {"status": "SERVING"}

@@ -17,13 +17,14 @@ owner cannot be reached.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 from ..bounds import PeerDataError, PeerLimits, check_json
 from ..errors import StoreError
 from ..model import JSON, Answer
 from . import page
-from .http import HttpRequest, HttpResponse
 from .links import Link, Links, LinkState, Outcome
 
 MAX_REASON_CHARS = 2000
@@ -32,6 +33,22 @@ _COMMON = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Con
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
 _HTML = "text/html; charset=utf-8"
 _TITLES = {"definition_changed": "The agent changed since this was asked"}
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    target: str  # path and query, as sent
+    headers: Mapping[str, str]  # lower-case names; a repeated header keeps its last value
+    body: bytes = b""
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class BadBody(ValueError):

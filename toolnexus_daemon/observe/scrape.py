@@ -19,7 +19,7 @@ from .census import CensusStore, CommitCounts, LoadedRuntime, RuntimeCensus, Wor
 
 
 class LiveGauges:
-    """Gauges read when Prometheus scrapes (on the event loop: see ``observe.http``)."""
+    """Gauges read when Prometheus scrapes (on the event loop: see ``web.metrics``)."""
 
     def __init__(self, engine: RuntimeCensus, hub: WorkerCensus, clock: Callable[[], float]) -> None:
         self._engine, self._hub, self._clock = engine, hub, clock
