@@ -38,12 +38,13 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from .common import ROOT, log, mib, rss_split
 from tests.support.daemon import DaemonProcess  # noqa: E402  (bench.common put ROOT on sys.path)
 from tests.support.grpc_client import openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer, chat_response
+
+from .common import ROOT, log, mib, rss_split
 
 MAX_MESSAGE = 16 << 20
 
@@ -115,7 +116,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             pid = proc.proc.pid
             rid = _fill(proc.target, model, args.results, args.result_bytes)
             base = _settled(pid)
-            log(f"runtime {rid}: {args.results} results of {args.result_bytes} bytes; daemon {mib(base)} MiB anon")
+            log(f"runtime {rid}: {args.results} results of {args.result_bytes} bytes; "
+                f"daemon {mib(base)} MiB anon")
 
             async def scenario() -> dict[str, Any]:
                 calls, channels, refused, opened = await _open_streams(proc.target, rid, args, pid, base)
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--channels", type=int, default=10, help="connections the streams are spread over")
     p.add_argument("--results", type=int, default=30)
     p.add_argument("--result-bytes", type=int, default=900_000)
-    p.add_argument("--cap-mb", type=int, default=6000, help="stop opening streams once the daemon grew this much")
+    p.add_argument("--cap-mb", type=int, default=6000,
+                   help="stop opening streams once the daemon grew this much")
     p.add_argument("--daemon-arg", action="append", default=[], help="an extra daemon flag (repeatable)")
     args = p.parse_args(argv)
     print(json.dumps(run(args), indent=2))

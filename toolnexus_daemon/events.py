@@ -57,19 +57,19 @@ class ByteQueue(asyncio.Queue[Event | None]):
     nbytes: int
 
     def _init(self, maxsize: int) -> None:
-        super()._init(maxsize)  # type: ignore[misc]  # asyncio.Queue's own hook, untyped in typeshed
+        super()._init(maxsize)
         self.nbytes = 0
         self._sizes: deque[int] = deque()
 
     def _put(self, item: Event | None) -> None:
         size = event_bytes(item) if item is not None else 0
-        super()._put(item)  # type: ignore[misc]
+        super()._put(item)
         self._sizes.append(size)
         self.nbytes += size
 
     def _get(self) -> Event | None:
         self.nbytes -= self._sizes.popleft() if self._sizes else 0
-        item: Event | None = super()._get()  # type: ignore[misc]
+        item: Event | None = super()._get()
         return item
 
     def fits(self, ev: Event) -> bool:

@@ -38,9 +38,9 @@ class FellBehind(ResourceExhausted):
     resume (every event up to it was sent, or filtered out)."""
 
     def __init__(self, after_seq: int) -> None:
-        super().__init__(f"this Watch fell more than {SUBSCRIBER_QUEUE} events or {SUBSCRIBER_BYTES >> 20} MB "
-                         f"behind the live events (its client reads too slowly); Watch again with "
-                         f"after_seq={after_seq}")
+        super().__init__(f"this Watch fell more than {SUBSCRIBER_QUEUE} events or "
+                         f"{SUBSCRIBER_BYTES >> 20} MB behind the live events (its client reads too "
+                         f"slowly); Watch again with after_seq={after_seq}")
         self.after_seq = after_seq
 
 
