@@ -9,9 +9,10 @@ a temp dir, 127.0.0.1 only) and one runtime with ``--results`` settled turns,
 each a ``result`` event carrying a model answer of ``--result-bytes`` (the
 scripted model server of the tests answers on 127.0.0.1). Then ``--streams``
 Watch streams from 0 are opened from this process, spread over
-``--channels`` connections, and never read: each stream's daemon side writes
-until gRPC's flow control stops it, and holds whatever it holds for a stream
-that does not read. The daemon's anonymous resident memory (``RssAnon``: LMDB's
+``--channels`` connections, and never read past their first message (read so
+that every stream's daemon side has surely started): each writes until gRPC's
+flow control stops it, and holds whatever it holds for a stream that does not
+read. The daemon's anonymous resident memory (``RssAnon``: LMDB's
 mapped pages are file-backed and left out) is sampled until it stops growing;
 its growth over the runtime's baseline, per stream, is the figure. Then every
 stream is cancelled and the RSS read again, to see what is given back.
@@ -53,7 +54,7 @@ def _anon(pid: int) -> int:
     return rss_split(pid)[0]
 
 
-def _settled(pid: int, quiet_s: float = 2.0, most_s: float = 60.0) -> int:
+def _settled(pid: int, quiet_s: float = 5.0, most_s: float = 120.0) -> int:
     """The daemon's anonymous RSS once it has not grown for ``quiet_s`` (at most ``most_s``)."""
     deadline, peak, since = time.monotonic() + most_s, _anon(pid), time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
@@ -82,9 +83,9 @@ def _fill(target: str, model: ScriptedModelServer, results: int, size: int) -> s
 
 
 async def _open_streams(target: str, rid: str, args: argparse.Namespace, pid: int,
-                        base: int) -> tuple[list[Any], list[aio.Channel], int, int]:
-    """Open the streams (never read); returns them, their channels, how many the daemon refused
-    and how many were opened before the cap stopped it."""
+                        base: int) -> tuple[list[Any], list[aio.Channel], dict[str, int], int]:
+    """Open the streams (never read past their first message); returns them, their channels, how
+    many ended before a first message (by status) and how many were opened before the cap."""
     options = [("grpc.max_receive_message_length", MAX_MESSAGE)]
     channels = [aio.insecure_channel(target, options=options) for _ in range(args.channels)]
     calls: list[Any] = []
@@ -97,12 +98,15 @@ async def _open_streams(target: str, rid: str, args: argparse.Namespace, pid: in
             if _anon(pid) - base > args.cap_mb << 20:
                 log(f"stopped opening at {n + 1} streams: the daemon grew past --cap-mb {args.cap_mb}")
                 break
-    await asyncio.sleep(1.0)
-    refused = 0
-    for c in calls:
-        if c.done() and await c.code() is grpc.StatusCode.RESOURCE_EXHAUSTED:
-            refused += 1
-    return calls, channels, refused, len(calls)
+    # one message from each (all at once, bounded): its daemon side has started, read its first page
+    firsts = await asyncio.wait_for(asyncio.gather(*(c.read() for c in calls), return_exceptions=True), 900)
+    ended: dict[str, int] = {}  # streams that ended before their first message, by status
+    for first in firsts:
+        if isinstance(first, grpc.RpcError):
+            ended[first.code().name] = ended.get(first.code().name, 0) + 1
+        elif isinstance(first, BaseException):
+            raise first
+    return calls, channels, ended, len(calls)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -120,15 +124,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"daemon {mib(base)} MiB anon")
 
             async def scenario() -> dict[str, Any]:
-                calls, channels, refused, opened = await _open_streams(proc.target, rid, args, pid, base)
+                calls, channels, ended, opened = await _open_streams(proc.target, rid, args, pid, base)
                 held = await asyncio.to_thread(_settled, pid)
                 for call in calls:
                     call.cancel()
                 for channel in channels:
                     await channel.close()
                 after = await asyncio.to_thread(_settled, pid)
-                open_streams = opened - refused
-                return {"opened": opened, "refused": refused, "held_anon_mib": mib(held),
+                open_streams = opened - sum(ended.values())
+                return {"opened": opened, "ended_before_first_message": ended, "held_anon_mib": mib(held),
                         "growth_mib": mib(held - base),
                         "per_stream_mib": mib((held - base) / max(open_streams, 1)),
                         "after_cancel_anon_mib": mib(after), "kept_after_cancel_mib": mib(after - base)}
