@@ -12,7 +12,7 @@ from tests.api.test_pending import _key, new_runtime, park, until_synced
 from tests.support.grpc_client import approval_agent, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_daemon.api.pending_watch import WATCH_BACKLOG, Watcher
+from toolnexus_daemon.api.pending_watch import WATCH_BACKLOG, WATCH_BACKLOG_BYTES, Watcher
 from toolnexus_daemon.errors import ResourceExhausted, Unavailable
 from toolnexus_devtools import ScriptedModelServer
 
@@ -22,9 +22,19 @@ async def test_a_watcher_that_falls_behind_is_ended_not_buffered_without_bound()
     for n in range(WATCH_BACKLOG + 5):
         watcher.offer(pb.PendingChange(type="ADDED", item=pb.PendingItem(handle=f"root/h{n}")))
     assert len(watcher.backlog) == WATCH_BACKLOG and watcher.overflowed
-    with pytest.raises(ResourceExhausted, match="fell 10000 changes behind"):
+    with pytest.raises(ResourceExhausted, match="fell more than 10000 changes or 8 MB behind"):
         async for _ in watcher.changes():
             raise AssertionError("an overflowed watcher must not be fed a partial history")
+
+
+async def test_a_watcher_backlog_is_bounded_by_bytes_too() -> None:
+    """Changes carrying large prompts overflow the backlog long before 10,000 of them."""
+    watcher = Watcher(runtime_id="", kind="", presented="")
+    big = pb.PendingItem(handle="root/a", request=pb.Request(id="q", kind="input", prompt="p" * 60_000))
+    for _ in range(WATCH_BACKLOG_BYTES // 60_000 + 2):
+        watcher.offer(pb.PendingChange(type="ADDED", item=big))
+    assert watcher.overflowed and watcher.backlog_bytes <= WATCH_BACKLOG_BYTES
+    assert len(watcher.backlog) < WATCH_BACKLOG_BYTES // 60_000 + 2
 
 
 async def test_a_watcher_ended_by_shutdown_gets_what_it_has_then_unavailable() -> None:

@@ -25,9 +25,10 @@ merge a short-lived one), and costs nothing when nobody watches; it costs one
 read of the open suspensions per tick while somebody does.
 
 A new watcher gets the set as it stands (ADDED each, oldest first), then
-SYNCED, then changes. Each watcher has a bounded backlog: one that falls
-``WATCH_BACKLOG`` changes behind is ended with RESOURCE_EXHAUSTED instead of
-holding memory for it, and its reconnect starts over with the full list.
+SYNCED, then changes. Each watcher has a backlog bounded by count and by bytes:
+one that falls ``WATCH_BACKLOG`` changes or ``WATCH_BACKLOG_BYTES`` behind is
+ended with RESOURCE_EXHAUSTED instead of holding memory for it, and its
+reconnect starts over with the full list.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ log = logging.getLogger("toolnexus_daemon.api")
 
 CLUSTER_POLL_S = 0.5
 WATCH_BACKLOG = 10_000
+WATCH_BACKLOG_BYTES = 8 << 20  # a change carries a prompt and data of up to hundreds of KB
 _READ_PAGE = 1000
 _CHANGING = {EventType.PENDING, EventType.RESUMED, EventType.CLOSED, EventType.TRANSITION}
 
@@ -76,6 +78,7 @@ class Watcher:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     ended: str = ""  # why the hub ended it ("" while it runs)
     overflowed: bool = False
+    backlog_bytes: int = 0
 
     def wants(self, seen: Seen) -> bool:
         item = seen.item
@@ -86,10 +89,13 @@ class Watcher:
         return not seen.key or hmac.compare_digest(seen.key, pending.digest(self.presented))
 
     def offer(self, change: pb.PendingChange) -> None:
-        if len(self.backlog) >= WATCH_BACKLOG:
+        size = change.ByteSize()
+        if len(self.backlog) >= WATCH_BACKLOG or (self.backlog and
+                                                  self.backlog_bytes + size > WATCH_BACKLOG_BYTES):
             self.overflowed = True
         else:
             self.backlog.append(change)
+            self.backlog_bytes += size
         self.ready.set()
 
     async def changes(self) -> AsyncIterator[pb.PendingChange]:
@@ -97,10 +103,13 @@ class Watcher:
             await self.ready.wait()
             self.ready.clear()
             if self.overflowed:
-                raise ResourceExhausted(f"this watcher fell {WATCH_BACKLOG} changes behind; "
-                                        "WatchPending again (it starts over with the full list)")
+                raise ResourceExhausted(f"this watcher fell more than {WATCH_BACKLOG} changes or "
+                                        f"{WATCH_BACKLOG_BYTES >> 20} MB behind; WatchPending again "
+                                        "(it starts over with the full list)")
             while self.backlog:
-                yield self.backlog.popleft()
+                change = self.backlog.popleft()
+                self.backlog_bytes -= change.ByteSize()
+                yield change
             if self.ended:
                 raise Unavailable(self.ended)
 
