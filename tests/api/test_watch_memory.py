@@ -7,6 +7,7 @@ after; the streams past a caller's limit are refused, naming the limit and its f
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import code_of, open_stub, openai_llm
-from toolnexus_client import Runtime, agent, registry
+from toolnexus_client import Runtime, agent, aio, registry
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer, chat_response
@@ -193,3 +194,33 @@ def test_the_python_client_resumes_a_watch_that_fell_behind(big_daemon: DaemonPr
                     break
     assert seqs == list(range(1, seqs[-1] + 1))
     assert stream.reopened >= 1, "the daemon did not end the stream: nothing was tested"
+
+
+def test_the_asyncio_client_resumes_a_watch_that_fell_behind(big_daemon: DaemonProcess,
+                                                             model: ScriptedModelServer) -> None:
+    """The same with ``toolnexus_client.aio``: every seq once, in order, across the daemon's end."""
+    channel, stub = open_stub(big_daemon.target)
+    llm = {"style": "openai", "base_url": model.url, "model": "scripted"}
+
+    async def scenario() -> tuple[list[int], int]:
+        rt = await aio.Runtime.new(big_daemon.target, registry(agent("writer", "writes")), llm=llm)
+        try:
+            await asyncio.to_thread(settle, stub, model, rt.id, 1, 10)
+            stream = rt.watch()
+            seqs = [(await anext(stream)).seq]
+            await asyncio.to_thread(settle, stub, model, rt.id, 24, 900_000)
+            results = 0
+            async for event in stream:
+                seqs.append(event.seq)
+                results += event.type == "result"
+                if results == 25:
+                    break
+            stream.cancel()
+            return seqs, stream.reopened
+        finally:
+            await rt.detach()
+
+    with channel:
+        seqs, reopened = asyncio.run(scenario())
+    assert seqs == list(range(1, seqs[-1] + 1))
+    assert reopened >= 1, "the daemon did not end the stream: nothing was tested"
