@@ -1,7 +1,7 @@
 """What Watch streams whose clients do not read cost the daemon in memory.
 
     .venv/bin/python -m bench.watch_memory                                  # this tree, 500 streams
-    .venv/bin/python -m bench.watch_memory --checkout /work/main            # another tree's daemon
+    .venv/bin/python -m bench.watch_memory --checkout ../main            # another tree's daemon
     .venv/bin/python -m bench.watch_memory --streams 40 --results 8         # smaller
 
 One daemon (a subprocess of ``--checkout``'s code on a synced LMDB directory in
