@@ -40,6 +40,7 @@ from .engine.runtime import Runtime
 from .envexpand import EnvAllowList
 from .errors import StoreError, StoreLocked
 from .llm.factory import model_factory
+from .malloc import return_large_blocks
 from .model import Event, ToolSource
 from .observe.logs import configure, log_events
 from .observe.metrics import Metrics
@@ -89,6 +90,7 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
 def run(settings: Settings) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
     configure(settings.log_level)
+    return_large_blocks()  # memory a burst of large messages held goes back once they are sent
     try:
         store = open_store(settings)
     except StoreLocked as exc:

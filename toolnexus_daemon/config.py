@@ -45,6 +45,8 @@ DEFAULT_MAX_TOOL_OUTPUT_BYTES = 1 << 20
 DEFAULT_MAX_PENDING_TEXT_BYTES = 64 << 10
 DEFAULT_MAX_PENDING_DATA_BYTES = 256 << 10
 DEFAULT_TOOL_DEADLINE_MS = 600_000
+# Watch and WatchPending streams one caller (peer host and bearer token) may hold open at once
+DEFAULT_MAX_WATCH_STREAMS_PER_CALLER = 100
 DEFAULT_MAX_STRUCT_DEPTH = 24
 # protobuf's parser stops at 100 message levels, about 32 Struct levels: a higher limit could not be reached
 MAX_STRUCT_DEPTH_CEILING = 32
@@ -78,6 +80,7 @@ class Limits:
     max_pending_text_bytes: int = DEFAULT_MAX_PENDING_TEXT_BYTES
     max_pending_data_bytes: int = DEFAULT_MAX_PENDING_DATA_BYTES
     tool_deadline_ms: int = DEFAULT_TOOL_DEADLINE_MS
+    max_watch_streams_per_caller: int = DEFAULT_MAX_WATCH_STREAMS_PER_CALLER
 
     def as_dict(self) -> dict[str, int]:
         return {name: int(getattr(self, name)) for name in self.__dataclass_fields__}
@@ -392,6 +395,9 @@ def _limit_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
           "largest data (or metadata) a tool result carries, as JSON", parse_size)
     limit("tool-deadline-ms", DEFAULT_TOOL_DEADLINE_MS,
           "total time one tool call may take, dispatch to result, unless its ToolDef sets deadline_ms")
+    limit("max-watch-streams-per-caller", DEFAULT_MAX_WATCH_STREAMS_PER_CALLER,
+          "Watch and WatchPending streams one caller (peer host and bearer token) may hold open; "
+          "more are RESOURCE_EXHAUSTED")
 
 
 def _auth_token(parser: argparse.ArgumentParser, ns: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -434,7 +440,8 @@ def _limits(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> Limits:
                     max_model_reply_bytes=ns.max_model_reply_bytes,
                     max_tool_output_bytes=ns.max_tool_output_bytes,
                     max_pending_text_bytes=ns.max_pending_text_bytes,
-                    max_pending_data_bytes=ns.max_pending_data_bytes, tool_deadline_ms=ns.tool_deadline_ms)
+                    max_pending_data_bytes=ns.max_pending_data_bytes, tool_deadline_ms=ns.tool_deadline_ms,
+                    max_watch_streams_per_caller=ns.max_watch_streams_per_caller)
     for name, value in limits.as_dict().items():
         if value < 0 or (value == 0 and name != "event_retention"):
             parser.error(f"--{name.replace('_', '-')} must be positive")

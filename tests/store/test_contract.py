@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -151,6 +152,21 @@ async def test_events_after_seq_limit_and_last_seq(store: Store) -> None:
     assert [e.seq for e in store.events("r1", after_seq=4)] == [300]
     assert store.events("r1", after_seq=300) == [] and store.events("r1", limit=0) == []
     assert [store.last_seq(r) for r in ("r0", "r1", "r10", "r2")] == [9, 300, 7, 0]
+
+
+async def test_events_page_by_bytes(store: Store) -> None:
+    """With max_bytes a page stops once the records read reach it, and always holds one event."""
+    big = [replace(event("r1", s), note="n" * 10_000) for s in range(1, 6)]
+    await store.commit(Batch(events=[*big, event("r1", 6), event("r1", 7)]))
+
+    assert [e.seq for e in store.events("r1", max_bytes=1)] == [1]
+    assert [e.seq for e in store.events("r1", max_bytes=15_000)] == [1, 2]
+    assert [e.seq for e in store.events("r1", after_seq=4, max_bytes=5_000)] == [5]
+    assert [e.seq for e in store.events("r1", after_seq=5, max_bytes=1)] == [6]
+    assert [e.seq for e in store.events("r1", after_seq=5, max_bytes=1 << 20)] == [6, 7]
+    assert [e.seq for e in store.events("r1", limit=3, max_bytes=1 << 20)] == [1, 2, 3]
+    assert store.events("r1", after_seq=7, max_bytes=1) == []
+    assert store.events("r1", max_bytes=1 << 20)[0] == big[0]
 
 
 async def test_drop_events_keeps_that_seq_and_later(store: Store) -> None:

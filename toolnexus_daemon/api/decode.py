@@ -196,9 +196,15 @@ def add_servicer(server: Any, servicer: Any, max_depth: int) -> None:
         handlers[method.name] = factory(
             getattr(servicer, method.name),
             request_deserializer=guarded(getattr(pb, method.input_type.name), max_depth),
-            response_serializer=getattr(pb, method.output_type.name).SerializeToString)
+            response_serializer=_serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
+
+
+def _serialize(message: Message | bytes) -> bytes:
+    """A reply's bytes; one a servicer encoded itself passes through as it is (Watch encodes each
+    event before yielding it, so it holds no decoded copy while gRPC sends)."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
 
 
 _FACTORIES: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {

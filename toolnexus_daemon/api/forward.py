@@ -94,7 +94,9 @@ class Forwarder:
             reply: Message = await call(request, metadata=metadata, timeout=context.time_remaining())
         except aio.AioRpcError as err:
             self._failed(err, moved)
-            await context.abort(err.code(), err.details() or "")
+            # a Watch ended for falling behind names the seq to resume after in its trailers
+            await context.abort(err.code(), err.details() or "", trailing_metadata=tuple(
+                (k, v) for k, v in err.trailing_metadata() or () if k == "x-toolnexus-resume-after-seq"))
             raise AssertionError("unreachable: context.abort raises") from err
         return reply
 
@@ -116,7 +118,9 @@ class Forwarder:
                 yield reply
         except aio.AioRpcError as err:
             self._failed(err, moved)
-            await context.abort(err.code(), err.details() or "")
+            # a Watch ended for falling behind names the seq to resume after in its trailers
+            await context.abort(err.code(), err.details() or "", trailing_metadata=tuple(
+                (k, v) for k, v in err.trailing_metadata() or () if k == "x-toolnexus-resume-after-seq"))
         finally:
             stream.cancel()
 

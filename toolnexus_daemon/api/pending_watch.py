@@ -10,6 +10,12 @@ the reason read from the store (the handle closed → ``closed``; its wait in
 the request index answered → ``answered``, or ``expired`` when the answer's
 reason is ``expired``; cancelled → ``cancelled``).
 
+Each suspension is kept with the key digest its runtime had when the hub first
+read it, read from the runtime record then and never cached per runtime id: a
+runtime purged and created again under another key is a new set of rows, so
+its suspensions are shown only to holders of the new key, and the old ones
+(with their REMOVED) only to holders of the old key — who saw them ADDED.
+
 In a cluster, runtimes owned by other daemons commit elsewhere, so the hub
 also re-reads the whole index every ``CLUSTER_POLL_S`` (0.5 s) and diffs it.
 Polling the shared index was chosen over PostgreSQL LISTEN/NOTIFY: it needs
@@ -19,9 +25,10 @@ merge a short-lived one), and costs nothing when nobody watches; it costs one
 read of the open suspensions per tick while somebody does.
 
 A new watcher gets the set as it stands (ADDED each, oldest first), then
-SYNCED, then changes. Each watcher has a bounded backlog: one that falls
-``WATCH_BACKLOG`` changes behind is ended with RESOURCE_EXHAUSTED instead of
-holding memory for it, and its reconnect starts over with the full list.
+SYNCED, then changes. Each watcher has a backlog bounded by count and by bytes:
+one that falls ``WATCH_BACKLOG`` changes or ``WATCH_BACKLOG_BYTES`` behind is
+ended with RESOURCE_EXHAUSTED instead of holding memory for it, and its
+reconnect starts over with the full list.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import hmac
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
 from ..errors import ResourceExhausted, StoreError, Unavailable
@@ -45,10 +52,19 @@ log = logging.getLogger("toolnexus_daemon.api")
 
 CLUSTER_POLL_S = 0.5
 WATCH_BACKLOG = 10_000
+WATCH_BACKLOG_BYTES = 8 << 20  # a change carries a prompt and data of up to hundreds of KB
 _READ_PAGE = 1000
 _CHANGING = {EventType.PENDING, EventType.RESUMED, EventType.CLOSED, EventType.TRANSITION}
 
 Key = tuple[str, str, float]  # runtime id, leaf handle, since
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An open suspension and the key digest of its runtime when it was read ("" = unprotected)."""
+
+    item: pb.PendingItem
+    key: str
 
 
 @dataclass(eq=False)
@@ -62,20 +78,24 @@ class Watcher:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     ended: str = ""  # why the hub ended it ("" while it runs)
     overflowed: bool = False
+    backlog_bytes: int = 0
 
-    def wants(self, item: pb.PendingItem, key_of: Callable[[str], str]) -> bool:
+    def wants(self, seen: Seen) -> bool:
+        item = seen.item
         if self.runtime_id and item.runtime_id != self.runtime_id:
             return False
         if self.kind and item.request.kind != self.kind:
             return False
-        key = key_of(item.runtime_id)
-        return not key or hmac.compare_digest(key, pending.digest(self.presented))
+        return not seen.key or hmac.compare_digest(seen.key, pending.digest(self.presented))
 
     def offer(self, change: pb.PendingChange) -> None:
-        if len(self.backlog) >= WATCH_BACKLOG:
+        size = change.ByteSize()
+        if len(self.backlog) >= WATCH_BACKLOG or (self.backlog and
+                                                  self.backlog_bytes + size > WATCH_BACKLOG_BYTES):
             self.overflowed = True
         else:
             self.backlog.append(change)
+            self.backlog_bytes += size
         self.ready.set()
 
     async def changes(self) -> AsyncIterator[pb.PendingChange]:
@@ -83,10 +103,13 @@ class Watcher:
             await self.ready.wait()
             self.ready.clear()
             if self.overflowed:
-                raise ResourceExhausted(f"this watcher fell {WATCH_BACKLOG} changes behind; "
-                                        "WatchPending again (it starts over with the full list)")
+                raise ResourceExhausted(f"this watcher fell more than {WATCH_BACKLOG} changes or "
+                                        f"{WATCH_BACKLOG_BYTES >> 20} MB behind; WatchPending again "
+                                        "(it starts over with the full list)")
             while self.backlog:
-                yield self.backlog.popleft()
+                change = self.backlog.popleft()
+                self.backlog_bytes -= change.ByteSize()
+                yield change
             if self.ended:
                 raise Unavailable(self.ended)
 
@@ -96,8 +119,7 @@ class PendingHub:
 
     def __init__(self, store: Store, *, poll_s: float | None = None) -> None:
         self._store, self._poll_s = store, poll_s
-        self._known: dict[str, dict[Key, pb.PendingItem]] = {}
-        self._keys: dict[str, str] = {}
+        self._known: dict[str, dict[Key, Seen]] = {}
         self._watchers: set[Watcher] = set()
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
@@ -120,17 +142,17 @@ class PendingHub:
         async with self._lock:
             if self._task is None:
                 # changes committed while the set loads mark their runtime, to be read again after
-                self._known, self._keys, self._loading = {}, {}, True
+                self._known, self._loading = {}, True
                 try:
-                    for key, item in (await asyncio.to_thread(self._read, None)).items():
-                        self._known.setdefault(key[0], {})[key] = item
+                    for key, seen in (await asyncio.to_thread(self._read, None)).items():
+                        self._known.setdefault(key[0], {})[key] = seen
                 finally:
                     self._loading = False
                 self._task = asyncio.create_task(self._run(), name="pending-hub")
                 self._wake.set()
             w = Watcher(runtime_id, kind, presented)
             self._watchers.add(w)
-            items = [i for rows in self._known.values() for i in rows.values() if w.wants(i, self._key_of)]
+            items = [s.item for rows in self._known.values() for s in rows.values() if w.wants(s)]
         items.sort(key=lambda i: (i.created_at, i.runtime_id, i.handle))
         return items, w
 
@@ -139,7 +161,7 @@ class PendingHub:
         if not self._watchers and self._task is not None:
             self._task.cancel()  # nobody watches: stop reading, forget the set
             self._task = None
-            self._known, self._keys, self._dirty = {}, {}, set()
+            self._known, self._dirty = {}, set()
 
     def close(self, why: str) -> None:
         """End every watcher (the daemon shuts down) with ``why``."""
@@ -176,17 +198,16 @@ class PendingHub:
             return
         found = await asyncio.to_thread(self._read_scope, runtimes)
         removed, added = self._diff(runtimes, found)
-        reasons = await asyncio.to_thread(lambda: [self._reason(i) for i in removed])
-        for item, reason in zip(removed, reasons, strict=True):
-            self._publish(pb.PendingChange(type="REMOVED", item=item, reason=reason))
-        for item in added:
-            self._publish(pb.PendingChange(type="ADDED", item=item))
+        reasons = await asyncio.to_thread(lambda: [self._reason(s.item) for s in removed])
+        for seen, reason in zip(removed, reasons, strict=True):
+            self._publish(pb.PendingChange(type="REMOVED", item=seen.item, reason=reason), seen.key)
+        for seen in added:
+            self._publish(pb.PendingChange(type="ADDED", item=seen.item), seen.key)
 
-    def _diff(self, runtimes: set[str] | None,
-              found: dict[Key, pb.PendingItem]) -> tuple[list[pb.PendingItem], list[pb.PendingItem]]:
+    def _diff(self, runtimes: set[str] | None, found: dict[Key, Seen]) -> tuple[list[Seen], list[Seen]]:
         scope = set(runtimes) if runtimes is not None else set(self._known) | {k[0] for k in found}
-        removed: list[pb.PendingItem] = []
-        added: list[pb.PendingItem] = []
+        removed: list[Seen] = []
+        added: list[Seen] = []
         for rid in sorted(scope):
             before = self._known.pop(rid, {})
             after = {k: v for k, v in found.items() if k[0] == rid}
@@ -196,43 +217,60 @@ class PendingHub:
                 self._known[rid] = after
         return removed, added
 
-    def _publish(self, change: pb.PendingChange) -> None:
+    def _publish(self, change: pb.PendingChange, key: str) -> None:
+        """``change`` to every watcher that may see an item under ``key`` (the item's own key: a
+        REMOVED goes where its ADDED went, never to the holders of a later runtime's key)."""
+        seen = Seen(change.item, key)
         for w in list(self._watchers):
-            if w.wants(change.item, self._key_of):
+            if w.wants(seen):
                 w.offer(change)
                 if w.overflowed:
                     self._watchers.discard(w)
 
-    def _key_of(self, runtime_id: str) -> str:
-        return self._keys.get(runtime_id, "")
-
     # ------------------------------------------------------------------ store reads (worker thread)
 
-    def _read_scope(self, runtimes: set[str] | None) -> dict[Key, pb.PendingItem]:
+    def _read_scope(self, runtimes: set[str] | None) -> dict[Key, Seen]:
         if runtimes is None:
             return self._read(None)
         return {k: v for rid in runtimes for k, v in self._read(rid).items()}
 
-    def _read(self, runtime_id: str | None) -> dict[Key, pb.PendingItem]:
-        """Every open suspension (of one runtime) with its item; items already known are not re-read."""
-        out: dict[Key, pb.PendingItem] = {}
+    def _read(self, runtime_id: str | None, again: int = 2) -> dict[Key, Seen]:
+        """Every open suspension (of one runtime) with its item and key; items already known are not
+        re-read, a new one is read with its runtime's key as the runtime record holds it now."""
+        out: dict[Key, Seen] = {}
+        runtimes: dict[str, tuple[str, object] | None] = {}  # incarnations met by new items
         after: PendingRow | None = None
         while True:
             rows = self._store.pending(PendingQuery(runtime_id=runtime_id, after=after, limit=_READ_PAGE))
             for row in rows:
                 key = (row.runtime_id, row.handle_id, row.since)
-                item = self._known.get(row.runtime_id, {}).get(key) or pending.pending_item(self._store, row)
-                if item is not None:
-                    out[key] = item
-                    self._remember_key(row.runtime_id)
+                seen = self._known.get(row.runtime_id, {}).get(key) or self._new_item(row, runtimes)
+                if seen is not None:
+                    out[key] = seen
             if len(rows) < _READ_PAGE:
-                return out
+                break
             after = rows[-1]
+        # a runtime purged and created again while it was read may have lent one incarnation's key
+        # to the other's handle records: read it again (or leave its new items to the next change)
+        for rid, before in runtimes.items():
+            if before is not None and self._incarnation(rid) != before:
+                fresh = {k: v for k, v in out.items() if k[0] != rid or k in self._known.get(rid, {})}
+                if again:
+                    fresh.update(self._read(rid, again - 1))
+                out = fresh
+        return out
 
-    def _remember_key(self, runtime_id: str) -> None:
-        if runtime_id not in self._keys:
-            rec = self._store.get_runtime(runtime_id) or {}
-            self._keys[runtime_id] = str(rec.get("key_digest") or "")
+    def _new_item(self, row: PendingRow, runtimes: dict[str, tuple[str, object] | None]) -> Seen | None:
+        if row.runtime_id not in runtimes:  # the runtime before its handle records
+            runtimes[row.runtime_id] = self._incarnation(row.runtime_id)
+        incarnation = runtimes[row.runtime_id]
+        item = pending.pending_item(self._store, row) if incarnation is not None else None
+        return Seen(item, incarnation[0]) if item is not None and incarnation is not None else None
+
+    def _incarnation(self, runtime_id: str) -> tuple[str, object] | None:
+        """The runtime's key digest and creation time (None: no such runtime, purged)."""
+        rec = self._store.get_runtime(runtime_id)
+        return None if rec is None else (str(rec.get("key_digest") or ""), rec.get("created_at"))
 
     def _reason(self, item: pb.PendingItem) -> str:
         """Why a suspension left the index, from what the store holds now."""

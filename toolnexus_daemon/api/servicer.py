@@ -23,8 +23,9 @@ from grpc import aio
 from ..engine.engine import Engine
 from ..engine.ownership import Moved
 from ..engine.runtime import Runtime, Woken
+from ..engine.watch import FellBehind
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
-from ..model import ROOT_ID
+from ..model import ROOT_ID, EventType
 from ..relay import WorkerHub
 from . import convert, pending
 from ._gen import runtime_pb2 as pb
@@ -37,6 +38,7 @@ from .keys import open_for_answer, open_runtime, presented_key
 from .limits import check_prompt, check_wait_ms
 from .pending_watch import CLUSTER_POLL_S, PendingHub, watch
 from .status import streaming, unary
+from .stream_limit import StreamLimit
 from .worker_channel import serve_worker
 
 T = TypeVar("T")
@@ -44,6 +46,8 @@ Ctx: TypeAlias = aio.ServicerContext[Any, Any]
 # told a resume outcome: "ok", "declined", "duplicate" or "unknown" (metrics)
 ResumeObserver = Callable[[str], None]
 SHUTTING_DOWN = "the daemon is shutting down; the state is durable, retry once it serves again"
+# trailing metadata of a Watch ended for falling behind: the seq to resume after (the clients read it)
+RESUME_AFTER_HEADER = "x-toolnexus-resume-after-seq"
 
 
 def forwarded(fn: Callable[[Any, Any, Ctx], Awaitable[Any]]) -> Callable[[Any, Any, Ctx], Awaitable[Any]]:
@@ -84,6 +88,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         # WatchPending's source; in a cluster it also polls the shared index for other daemons' changes
         poll_s = CLUSTER_POLL_S if engine.ownership is not None else None
         self.pending = PendingHub(engine.store, poll_s=poll_s)
+        # open Watch and WatchPending streams per caller (--max-watch-streams-per-caller)
+        self.streams = StreamLimit(self.facts.limits.max_watch_streams_per_caller)
 
     def open(self) -> None:
         """Recovery is done: start answering (until then every RPC is UNAVAILABLE)."""
@@ -326,18 +332,27 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def WatchPending(self, request: pb.WatchPendingRequest,
                            context: Ctx) -> AsyncGenerator[pb.PendingChange, None]:
         self._require_open()
-        changes = watch(self.pending, self._engine.store, request, presented_key(context))
-        try:
-            async for change in changes:
-                yield change
-        finally:
-            await changes.aclose()
+        with self.streams.hold(context, "WatchPending"):
+            changes = watch(self.pending, self._engine.store, request, presented_key(context))
+            try:
+                async for change in changes:
+                    yield change
+            finally:
+                await changes.aclose()
 
     # ------------------------------------------------------------------ streams
 
     @streaming
-    async def Watch(self, request: pb.WatchRequest, context: Ctx) -> AsyncGenerator[pb.Event, None]:
+    async def Watch(self, request: pb.WatchRequest, context: Ctx) -> AsyncGenerator[pb.Event | bytes, None]:
         types = convert.event_types(list(request.types))
+        with self.streams.hold(context, "Watch"):
+            async for message in self._watch(request, types, context):
+                yield message
+
+    async def _watch(self, request: pb.WatchRequest, types: frozenset[EventType],
+                     context: Ctx) -> AsyncGenerator[pb.Event | bytes, None]:
+        """Events as encoded messages: each is yielded once encoded, and gRPC awaits its write before
+        asking for the next, so a stream holds one message in flight and nothing decoded for it."""
         try:
             rt = await self._runtime(request.runtime_id, context)
         except Moved as moved:
@@ -351,7 +366,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         try:
             async for event in events:
                 last = event.seq or last
-                yield convert.event_to(event)
+                encoded = convert.event_to(event).SerializeToString()
+                del event  # not held while the client takes its time
+                yield encoded
+        except FellBehind as behind:
+            context.set_trailing_metadata(((RESUME_AFTER_HEADER, str(behind.after_seq)),))
+            raise
         finally:
             # end the engine's subscription now (a cancelled stream), not when the generator is collected
             await events.aclose()

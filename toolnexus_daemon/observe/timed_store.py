@@ -64,8 +64,9 @@ class TimedStore:
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
         return self.inner.get_request(runtime_id, request_id)
 
-    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
-        return self.inner.events(runtime_id, after_seq, limit)
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
+               max_bytes: int | None = None) -> list[Event]:
+        return self.inner.events(runtime_id, after_seq, limit, max_bytes)
 
     def last_seq(self, runtime_id: str) -> int:
         return self.inner.last_seq(runtime_id)

@@ -148,8 +148,11 @@ class Store(Protocol):
 
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None: ...
 
-    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
-        """Stored events with ``seq > after_seq``, ascending, at most ``limit``."""
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
+               max_bytes: int | None = None) -> list[Event]:
+        """Stored events with ``seq > after_seq``, ascending, at most ``limit``; with ``max_bytes``,
+        no more once the stored records read reach that many bytes (always at least one event), so
+        a page of large events is bounded by what it holds, not by its count."""
 
     def last_seq(self, runtime_id: str) -> int:
         """The highest stored seq of a runtime, 0 if none."""

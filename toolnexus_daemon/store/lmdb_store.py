@@ -156,12 +156,14 @@ class LmdbStore:
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
         return self._get(Table.REQUESTS, codec.pair_key(runtime_id, request_id))
 
-    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
+               max_bytes: int | None = None) -> list[Event]:
         if limit <= 0:
             return []
         prefix = codec.runtime_prefix(runtime_id)
         first = prefix + codec.u64("event seq", max(after_seq, 0) + 1)
-        return [codec.decode_event(k, v) for k, v in self._scan(Table.EVENTS, prefix, first, limit=limit)]
+        found = self._scan(Table.EVENTS, prefix, first, limit=limit, max_bytes=max_bytes)
+        return [codec.decode_event(k, v) for k, v in found]
 
     def last_seq(self, runtime_id: str) -> int:
         prefix = codec.runtime_prefix(runtime_id)
@@ -204,9 +206,11 @@ class LmdbStore:
         return None if raw is None else codec.decode_value(table, key, raw)
 
     def _scan(self, table: Table, prefix: bytes, first: bytes, *, stop: bytes | None = None,
-              limit: int | None = None) -> list[tuple[bytes, bytes]]:
-        """Up to ``limit`` (key, value) pairs with ``first <= key < stop`` that start with ``prefix``."""
+              limit: int | None = None, max_bytes: int | None = None) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` (key, value) pairs with ``first <= key < stop`` that start with ``prefix``,
+        and none past the first that brings the values to ``max_bytes``."""
         out: list[tuple[bytes, bytes]] = []
+        held = 0
         with self._reading() as env, env.begin(db=self._dbs[table]) as txn:
             cursor = txn.cursor()
             positioned = cursor.set_range(first) if first else cursor.first()
@@ -217,7 +221,10 @@ class LmdbStore:
                     break
                 if limit is not None and len(out) >= limit:
                     break
+                if max_bytes is not None and out and held >= max_bytes:
+                    break
                 out.append((key, value))
+                held += len(value)
         return out
 
 

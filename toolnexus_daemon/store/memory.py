@@ -166,10 +166,13 @@ class MemoryStore:
         raw = self._requests.get((runtime_id, request_id))
         return self._get(Table.REQUESTS, f"{runtime_id}/{request_id}", raw)
 
-    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
+               max_bytes: int | None = None) -> list[Event]:
         self._check_open()
         log = self._events.get(runtime_id, {})
         seqs = sorted(s for s in log if s > after_seq)[:max(limit, 0)]
+        if max_bytes is not None:
+            seqs = seqs[:within_bytes([len(log[s]) for s in seqs], max_bytes)]
         return [_load_event(f"{runtime_id}/{s}", log[s]) for s in seqs]
 
     def last_seq(self, runtime_id: str) -> int:
@@ -253,3 +256,14 @@ def _merge(table: dict[Any, bytes], changes: Mapping[Any, Encoded]) -> None:
             table.pop(key, None)
         else:
             table[key] = raw
+
+
+def within_bytes(sizes: list[int], max_bytes: int) -> int:
+    """How many of the records sized ``sizes`` a page of ``max_bytes`` takes (at least one): records
+    are taken while the ones before stay under the budget."""
+    held = 0
+    for n, size in enumerate(sizes):
+        if n and held >= max_bytes:
+            return n
+        held += size
+    return len(sizes)

@@ -166,11 +166,19 @@ class PgStore:
         return self._one(Table.REQUESTS, "SELECT rid, value FROM tn_requests WHERE rid = %s AND qid = %s",
                          runtime_id, request_id)
 
-    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+    def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
+               max_bytes: int | None = None) -> list[Event]:
         if limit <= 0:
             return []
-        rows = self._query("SELECT seq, value FROM tn_events WHERE rid = %s AND seq > %s "
-                           "ORDER BY seq LIMIT %s", runtime_id, max(after_seq, 0), limit)
+        if max_bytes is None:
+            rows = self._query("SELECT seq, value FROM tn_events WHERE rid = %s AND seq > %s "
+                               "ORDER BY seq LIMIT %s", runtime_id, max(after_seq, 0), limit)
+        else:  # a running sum of the values' sizes (no value is read to size it) cuts the page
+            rows = self._query("SELECT seq, value FROM (SELECT seq, value, sum(octet_length(value)) "
+                               "OVER (ORDER BY seq) - octet_length(value) AS before FROM tn_events "
+                               "WHERE rid = %s AND seq > %s ORDER BY seq LIMIT %s) page "
+                               "WHERE before = 0 OR before < %s ORDER BY seq",
+                               runtime_id, max(after_seq, 0), limit, max_bytes)
         return [codec.decode_event(codec.event_key(runtime_id, int(cast(int, s))), bytes(cast(bytes, v)))
                 for s, v in rows]
 

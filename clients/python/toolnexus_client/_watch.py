@@ -8,8 +8,11 @@ stops: the end of a stream this process asked for is not an error.
 A stream the daemon ends with UNAVAILABLE — it restarted, it is shutting down, or in a
 cluster the runtime moved to another daemon — is opened again after the last seq
 received, with backoff, so iteration goes on with no gap and no duplicate
-(``resume_policy``). Any other error, or UNAVAILABLE for longer than the policy allows,
-ends iteration with the error.
+(``resume_policy``). So is a Watch the daemon ended with RESOURCE_EXHAUSTED because
+its reader fell behind the live events: that status carries the seq to resume after
+in its trailing metadata (``x-toolnexus-resume-after-seq``). Any other error (a
+RESOURCE_EXHAUSTED without it: too many streams), or UNAVAILABLE for longer than the
+policy allows, ends iteration with the error.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class ResumePolicy:
 
 
 RESUME = ResumePolicy()
+# the trailer of a Watch the daemon ended because its reader fell behind: the seq to resume after
+RESUME_AFTER = "x-toolnexus-resume-after-seq"
 Opener = Callable[[int], Any]
 T = TypeVar("T")
 
@@ -63,6 +68,10 @@ class ReopeningStream(Generic[T]):
     def _converted(self, message: Any) -> T:
         raise NotImplementedError
 
+    def _resumable(self, err: grpc.RpcError) -> bool:
+        """Whether the stream ``err`` ended is opened again: UNAVAILABLE (a subclass adds more)."""
+        return bool(err.code() is grpc.StatusCode.UNAVAILABLE)
+
     def __iter__(self) -> Iterator[T]:
         return self
 
@@ -81,7 +90,7 @@ class ReopeningStream(Generic[T]):
 
     def _reopen(self, err: grpc.RpcError) -> bool:
         """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
-        if err.code() is not grpc.StatusCode.UNAVAILABLE or self._failures >= self._resume.attempts:
+        if not self._resumable(err) or self._failures >= self._resume.attempts:
             return False
         self._stop.wait(self._resume.delay(self._failures))
         self._failures += 1
@@ -116,6 +125,13 @@ class EventStream(ReopeningStream[Event]):
         self._last = event.seq or self._last  # a live text delta has no seq
         return event
 
+    def _resumable(self, err: grpc.RpcError) -> bool:
+        after = resume_after(err)
+        if after is not None:  # every event up to it was sent (or filtered out): go on after it
+            self._last = max(self._last, after)
+            return True
+        return super()._resumable(err)
+
     def ending(self) -> None:
         """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
         ends iteration quietly, while events already on their way are still delivered."""
@@ -123,3 +139,13 @@ class EventStream(ReopeningStream[Event]):
 
     def __enter__(self) -> EventStream:
         return self
+
+
+def resume_after(err: Any) -> int | None:
+    """The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else None."""
+    if err.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in err.trailing_metadata() or ():
+        if key == RESUME_AFTER and str(value).isdigit():
+            return int(value)
+    return None

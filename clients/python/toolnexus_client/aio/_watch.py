@@ -5,7 +5,8 @@ translates stream errors into ToolnexusError. ``cancel()``, leaving an
 ``async with`` block, or the runtime's ``detach()``/``shutdown()`` end the
 iteration quietly: the end of a stream this process asked for is not an error.
 A stream the daemon ends with UNAVAILABLE is reopened after the last seq received, as
-the blocking client does (``ResumePolicy``).
+the blocking client does (``ResumePolicy``), and so is a Watch it ended with
+RESOURCE_EXHAUSTED because the reader fell behind (after the seq its trailers name).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import grpc.aio
 
 from .. import _convert as convert
 from .._types import Event
-from .._watch import RESUME, ResumePolicy
+from .._watch import RESUME, ResumePolicy, resume_after
 from ..errors import from_rpc_error
 
 T = TypeVar("T")
@@ -41,6 +42,10 @@ class ReopeningStream(Generic[T]):
 
     def _converted(self, message: Any) -> T:
         raise NotImplementedError
+
+    def _resumable(self, err: grpc.RpcError) -> bool:
+        """Whether the stream ``err`` ended is opened again: UNAVAILABLE (a subclass adds more)."""
+        return bool(err.code() is grpc.StatusCode.UNAVAILABLE)
 
     def __aiter__(self) -> ReopeningStream[T]:
         return self
@@ -67,7 +72,7 @@ class ReopeningStream(Generic[T]):
 
     async def _reopen(self, err: grpc.RpcError) -> bool:
         """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
-        if err.code() is not grpc.StatusCode.UNAVAILABLE or self._failures >= self._resume.attempts:
+        if not self._resumable(err) or self._failures >= self._resume.attempts:
             return False
         await asyncio.sleep(self._resume.delay(self._failures))
         self._failures += 1
@@ -101,6 +106,13 @@ class EventStream(ReopeningStream[Event]):
         event = convert.event_from_pb(message)
         self._last = event.seq or self._last  # a live text delta has no seq
         return event
+
+    def _resumable(self, err: grpc.RpcError) -> bool:
+        after = resume_after(err)
+        if after is not None:  # every event up to it was sent (or filtered out): go on after it
+            self._last = max(self._last, after)
+            return True
+        return super()._resumable(err)
 
     def ending(self) -> None:
         """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
