@@ -66,6 +66,8 @@ log = logging.getLogger("toolnexus_daemon.engine")
 
 # event seqs are stored as unsigned 64-bit keys with room to spare
 MAX_SEQ = 2**63
+# how many times ``settle_commits`` waits for changes queued while it waited
+SETTLE_ROUNDS = 100
 
 
 @dataclass(frozen=True)
@@ -352,6 +354,16 @@ class Runtime:
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
         self.lifetime.launch(h, landing)
+
+    def store_unreachable(self) -> None:
+        self.lifetime.heal()
+
+    async def settle_commits(self) -> None:
+        for _ in range(SETTLE_ROUNDS):  # each round waits for a commit queued meanwhile
+            await self._log.barrier()
+            if self._log.settled:
+                self._log.resync(self.deps.store.last_seq(self.id))
+                return
 
     @property
     def retired(self) -> str:
