@@ -21,9 +21,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import LeaseLost, StoreUnavailable
 from ..model import HandleState
 from . import wakes
+from .change import Change
 from .handle import Handle
 from .handles import HandleTable
 from .landing import Landing
@@ -56,6 +57,8 @@ class RuntimeLifetime:
         self._stopped = False
         # the heal under way (``heal``), and when the last one ended with the interval it reached
         self._healing: asyncio.Task[None] | None = None
+        # a turn failed for the same reason while a heal was under way
+        self._again = False
         self._healed_at = -HEAL_CALM_S
         self._heal_delay = HEAL_FIRST_S
 
@@ -95,8 +98,12 @@ class RuntimeLifetime:
     def heal(self) -> None:
         """A turn's commit (or the record of its end) found the store unreachable: stop this
         runtime's turns and continue them from the store once it answers (see the module
-        docstring). One heal at a time; a turn that fails while one is under way is its to redo."""
-        if self._stopped or (self._healing is not None and not self._healing.done()):
+        docstring). One heal at a time: a turn that fails while one is under way is redone by it,
+        or by the next one when it failed after that heal's reload."""
+        if self._stopped:
+            return
+        if self._healing is not None and not self._healing.done():
+            self._again = True
             return
         task = asyncio.create_task(self._heal(), name=f"heal {self._rt.id}")
         self._healing = task
@@ -121,21 +128,32 @@ class RuntimeLifetime:
             except StoreUnavailable:
                 delay = min(delay * 2, HEAL_MAX_S)
                 continue
-            except StoreError as exc:  # not an outage (a damaged record): the next start's to recover
-                log.error("turns could not be continued after the store came back",
-                          extra={"runtime": self._rt.id, "error": str(exc)})
+            except LeaseLost:  # another daemon took the runtime over meanwhile: its turns are its now
+                log.warning("the runtime moved to another daemon during the outage; its turns continue "
+                            "there", extra={"runtime": self._rt.id})
+                return
+            except Exception as exc:  # not an outage (a damaged record, a bug): the next start's to recover
+                log.exception("turns could not be continued after the store came back",
+                              extra={"runtime": self._rt.id, "error": str(exc)})
                 return
             self._healed_at, self._heal_delay = time.monotonic(), delay
             log.warning("the store answers again; turns continued from their last checkpoint",
                         extra={"runtime": self._rt.id, "continued": continued, "looks": looks})
+            if self._again:  # a turn failed after the reload: it needs a heal of its own
+                self._healing = None
+                self.heal()
             return
 
     async def _reload(self) -> int:
         """Once every queued commit has landed or been refused, reload from the store what the
         stopped turns left in memory and continue every running handle. Synchronous from the
         reload to the launches, so no commit or launch slips in between."""
+        # a commit of nothing, fenced by the lease in a cluster: continue only while this daemon
+        # still owns the runtime (refused: the runtime is forgotten here, as after any fenced commit)
+        await self._rt.commit(Change())
         await self._rt.settle_commits()
         spared = {t for t in self._tasks if not t.done()}  # turns started since the heal began
+        self._again = False  # a turn that failed until now is reloaded and continued here
         handles = self._table.reload_mid_turn(lambda h: h.task in spared)
         for h in handles:  # a turn whose end landed as its connection broke: its waiters hear it
             if h.state is not HandleState.RUNNING and not h.escalating and h.last_result is not None:
@@ -146,8 +164,7 @@ class RuntimeLifetime:
                 try:
                     await wakes.slot_freed(self._rt, self._rt.handles[h.children[0]])
                 except StoreUnavailable:
-                    self._healing = None
-                    self.heal()  # away again: the next heal starts the queued wakes
+                    self._again = True  # away again: the next heal starts the queued wakes
                     break
         return continued
 
