@@ -147,7 +147,9 @@ def test_one_daemon_finishes_the_turn_once_the_database_is_back(
 
         result = wait_for(stub, rid, handle, "done", BACK_WITHIN_S)
         assert (result.status, result.text) == ("done", "ok after the outage"), daemon.logs()[-3000:]
-        assert time.monotonic() - back < BACK_WITHIN_S + 5
+        took = time.monotonic() - back
+        print(f"\nthe turn ended {took:.1f} s after the database was back")
+        assert took < BACK_WITHIN_S + 5
         check_transcript_once(stub, rid, handle)
         assert daemon.has_logged("turns continued from their last checkpoint"), daemon.logs()[-3000:]
         again = stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="and again?"), timeout=10)

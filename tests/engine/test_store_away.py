@@ -54,6 +54,8 @@ class AwayStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.away = False
+        # when set, a commit waits for it before it looks whether the store is away
+        self.hold: asyncio.Event | None = None
         for name in READS:
             setattr(self, name, self._guarded(getattr(super(), name)))
 
@@ -68,6 +70,8 @@ class AwayStore(MemoryStore):
             raise StoreUnavailable("the test database is unreachable; retry shortly")
 
     async def commit(self, batch: Batch) -> None:
+        if self.hold is not None:
+            await self.hold.wait()
         self._check()
         await super().commit(batch)
 
@@ -248,3 +252,30 @@ async def test_an_answer_during_an_outage_is_unavailable_and_nothing_is_lost(
     resumed = await rt.resume(Answer(pending.pending.id, ok=True))
     assert resumed.result is not None and resumed.result.text == "finished: approved"
     assert not resumed.duplicate
+
+
+async def test_wait_never_reports_a_result_whose_commit_the_outage_refused(
+        setup: tuple[AwayStore, HeldModel, Runtime]) -> None:
+    """Wait saw the settled result in memory while its commit was on its way; the commit was then
+    refused: the answer is UNAVAILABLE (the result was never recorded), not that result."""
+    store, model, rt = setup
+    h = await rt.spawn("root", "talker")
+    model.gate.clear()
+    await rt.wake(h.id, "hello")
+    await asked(model, 1)
+    store.hold = asyncio.Event()
+    model.gate.set()  # the reply settles the turn in memory; its commit is held
+    for _ in range(1000):
+        if rt.snapshot(h.id).state is HandleState.IDLE:
+            break
+        await asyncio.sleep(0.005)
+    waiting = asyncio.ensure_future(rt.wait(h.id))
+    await asyncio.sleep(0.05)
+    store.away = True
+    store.hold.set()
+    with pytest.raises(StoreUnavailable):
+        await asyncio.wait_for(waiting, 5)
+    store.hold, store.away = None, False
+    result = await rt.wait(h.id, int(WITHIN_S * 1000))
+    assert (result.status, result.text) == (Status.DONE, "ok")
+    assert len(model.asked) == 2

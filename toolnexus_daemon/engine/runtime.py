@@ -233,6 +233,9 @@ class Runtime:
         h = self.table.handle(handle_id)
         if settled_result(h) is not None:
             await self._log.barrier()  # report only what is on disk
+            # a change refused meanwhile left memory ahead of the store: reload it first (UNAVAILABLE
+            # while the store cannot be read — never a result that was not recorded)
+            self.table.settle_restores()
             settled = settled_result(h)
             if settled is not None:
                 return settled
@@ -282,8 +285,11 @@ class Runtime:
         return accepted, fut
 
     async def durable(self) -> None:
-        """Wait until every change made so far is on disk (before reporting state to a client)."""
+        """Wait until every change made so far is on disk (before reporting state to a client); the
+        handles of a change refused meanwhile are reloaded from the store (``StoreUnavailable``
+        while it cannot be read: never a state that was not recorded)."""
         await self._log.barrier()
+        self.table.settle_restores()
 
     def snapshot(self, handle_id: str) -> Handle:
         return self.table.handle(handle_id)
