@@ -205,8 +205,6 @@ def _restart_database(rig: Rig, index: int, rng: random.Random) -> None:
     _first_of([w.burst for w in rig.watchers.values()], timeout=3.0)
     rig.kill_modes[DATABASE] += 1
     rig.tracker.after_kill(index, beside=True)
-    rig.generation[0] += 1
-    rig.launches.append(time.monotonic())
     stopped_at = _clock()
     server = shared_server()
     server.stop()
@@ -214,6 +212,10 @@ def _restart_database(rig: Rig, index: int, rng: random.Random) -> None:
         time.sleep(rng.uniform(*DATABASE_DOWN_S))
     finally:
         server.start()
+    # the next generation begins once the database is back: what the daemon sends again then (the
+    # turns it continues) is of it, whatever it had sent before the database went away is not
+    rig.generation[0] += 1
+    rig.launches.append(time.monotonic())
     rig.timeline.append(f"fault {index} (database restart) down at {stopped_at}, up at {_clock()}; committed "
                         f"{rig.tracker.last_seqs[-1]}")
     for rid, watcher in rig.watchers.items():
