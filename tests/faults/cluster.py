@@ -16,6 +16,11 @@ meanwhile the survivors take its runtimes over. Afterwards:
   never ran again.
 
 A lane that does not finish is reported with the daemons' last log lines about its handle.
+
+Given the ``database`` server, every ``database_every``-th fault restarts it instead of killing
+a daemon: stopped in the middle of turns, kept down a moment, started again under the running
+daemons, whose turns must continue by themselves (an approved call sent again after it counts
+as in flight at a fault, like one at a kill).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import grpc
 
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, openai_llm
+from tests.support.pg import PgServer
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer
@@ -46,6 +52,9 @@ LEDGER_PATH = "/tools/ledger-approval"
 DONE = "action performed"
 # once the kills are over, how long the lanes get to end the cycle each is in
 FINISH_S = 30.0
+# how long a database restart keeps the server down (seconds, from .. to), on top of the stop and
+# start themselves: mostly shorter than a lease, so the owners keep their runtimes through it
+DATABASE_DOWN_S = (0.1, 0.5)
 
 
 @dataclass(frozen=True)
@@ -59,12 +68,16 @@ class ClusterChaosConfig:
     lanes_per_runtime: int = 2
     lease_ms: int = 1000
     deadline_s: float = 120.0
+    # the server of ``dsn``: every ``database_every``-th fault restarts it instead of a kill
+    database: PgServer | None = None
+    database_every: int = 5
 
 
 @dataclass
 class ClusterChaosReport:
     seed: int
     kills: int = 0
+    database_restarts: int = 0
     cycles: int = 0
     resumes: int = 0
     retries: int = 0
@@ -83,7 +96,8 @@ class ClusterChaosReport:
 
     def render(self) -> str:
         lines = [f"cluster chaos seed {self.seed} (replay with TOOLNEXUS_CHAOS_SEED={self.seed})",
-                 f"  kills survived      {self.kills}",
+                 f"  kills survived      {self.kills}  (database restarts among them: "
+                 f"{self.database_restarts})",
                  f"  cycles completed    {self.cycles}",
                  f"  resumes             {self.resumes} acknowledged, {self.retries} calls retried, "
                  f"{self.duplicates} answered duplicate",
@@ -215,8 +229,14 @@ def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaos
             for proc in cluster.procs:
                 proc.start()
             lanes = _lanes(cluster, cfg, model, report, rng, math.inf)  # no deadline while the kills run
-            for _ in range(cfg.kills):
+            for index in range(cfg.kills):
                 time.sleep(rng.uniform(0.2, 1.0))
+                every = cfg.database_every
+                if cfg.database is not None and every > 0 and index % every == every // 2:
+                    kills.append(_restart_database(cfg.database, rng))
+                    report.database_restarts += 1
+                    report.kills += 1
+                    continue
                 proc = rng.choice(cluster.procs)
                 killed = time.time()
                 proc.kill9()
@@ -240,6 +260,18 @@ def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaos
             cluster.close()
     report.duration_s = time.monotonic() - started
     return report
+
+
+def _restart_database(server: PgServer, rng: random.Random) -> tuple[float, float]:
+    """Stop the database under the running daemons, keep it down a moment, start it again; returns
+    (stopped at, started at), wall clock."""
+    stopped = time.time()
+    server.stop()
+    try:
+        time.sleep(rng.uniform(*DATABASE_DOWN_S))
+    finally:
+        server.start()
+    return stopped, time.time()
 
 
 def _lanes(cluster: Cluster, cfg: ClusterChaosConfig, model: ScriptedModelServer, report: ClusterChaosReport,

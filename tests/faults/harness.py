@@ -10,6 +10,12 @@ the daemon, reads what it had committed straight from LMDB, and restarts it
 on the same directory. Afterwards every lane finishes, the parked requests
 are checked and answered, and ``finish`` runs every check (see checks_*).
 The randomness is seeded: the seed is printed with the figures.
+
+On PostgreSQL every ``database_every``-th fault is a database restart instead of a kill: while
+tool results flow, the server is stopped (``pg_ctl stop -m fast``), kept down a moment and
+started again under the running daemon, whose turns must then continue by themselves. For the
+checks it counts as a fault like a kill: what was committed is read just before the database
+stops, and calls and model requests sent again after it belong to the next generation.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from .watcher import Watcher
 from .worker import ChaosWorker
 
 KILL_MODES = ("delay", "delay", "burst", "resume")
+DATABASE = "database"
+# how long a database restart keeps the server down (seconds, from .. to)
+DATABASE_DOWN_S = (0.2, 1.5)
 # once the kills are over, how long the lanes get to end the cycle each is in
 FINISH_S = 30.0
 
@@ -56,6 +65,8 @@ class ChaosConfig:
     min_run_s: float = 0.0
     # copy the LMDB files at every kill into work_dir/kills/<n>/ (to explain a violation afterwards)
     keep_copies: bool = False
+    # on PostgreSQL, every this many faults one is a database restart instead of a kill (0: none)
+    database_every: int = 5
 
 
 @dataclass
@@ -153,6 +164,10 @@ def _start_lanes(rig: Rig, ctx: LaneContext) -> None:
 def _kill_once(rig: Rig, index: int, rng: random.Random, resumed: threading.Event) -> None:
     """Wait for this kill's moment, SIGKILL, note what was committed, restart on the same directory."""
     mode = rng.choice(KILL_MODES)
+    every = rig.cfg.database_every
+    if rig.daemon.store_dsn and every > 0 and index % every == every // 2:
+        _restart_database(rig, index, rng)
+        return
     if mode == "delay":
         time.sleep(rng.uniform(0.02, rig.cfg.max_delay_s))
     elif mode == "burst":
@@ -178,6 +193,33 @@ def _kill_once(rig: Rig, index: int, rng: random.Random, resumed: threading.Even
     # let the new daemon commit something of its own before the next kill can land
     for rid, watcher in rig.watchers.items():
         watcher.wait_past(rig.tracker.last_seqs[-1].get(rid, 0), timeout=2.0)
+
+
+def _restart_database(rig: Rig, index: int, rng: random.Random) -> None:
+    """Mid-turn (tool results flowing), stop the database under the running daemon, keep it down a
+    moment, start it again; then let the daemon commit something of its own before the next fault."""
+    from tests.support.pg_fixtures import shared_server  # the server DaemonProcess put the database on
+
+    for watcher in rig.watchers.values():
+        watcher.burst.clear()
+    _first_of([w.burst for w in rig.watchers.values()], timeout=3.0)
+    rig.kill_modes[DATABASE] += 1
+    rig.tracker.after_kill(index, beside=True)
+    stopped_at = _clock()
+    server = shared_server()
+    server.stop()
+    try:
+        time.sleep(rng.uniform(*DATABASE_DOWN_S))
+    finally:
+        server.start()
+    # the next generation begins once the database is back: what the daemon sends again then (the
+    # turns it continues) is of it, whatever it had sent before the database went away is not
+    rig.generation[0] += 1
+    rig.launches.append(time.monotonic())
+    rig.timeline.append(f"fault {index} (database restart) down at {stopped_at}, up at {_clock()}; committed "
+                        f"{rig.tracker.last_seqs[-1]}")
+    for rid, watcher in rig.watchers.items():
+        watcher.wait_past(rig.tracker.last_seqs[-1].get(rid, 0), timeout=10.0)
 
 
 def _write_lane_logs(rig: Rig, path: Path) -> None:

@@ -1,7 +1,8 @@
 """Reading the daemon's LMDB directly while it is down: after each kill, and once at the end.
 
 After a kill and before the restart, the store holds exactly what the dead
-daemon had committed. ``CommitTracker`` reads the events appended since the
+daemon had committed (before a database restart, read just before the database stops, what
+the running daemon had committed by then). ``CommitTracker`` reads the events appended since the
 last look and notes, for every native tool call, the first kill by which its
 result was committed, and for every handle, how many model replies were
 committed by then. A call or a model request issued by a *later* daemon for
@@ -26,12 +27,15 @@ from toolnexus_daemon.store.base import Store
 PAGE = 5000
 
 
-def open_daemon_store(daemon: DaemonProcess) -> Store:
-    """The store the (stopped or killed) daemon wrote, opened with the daemon's own code."""
+def open_daemon_store(daemon: DaemonProcess, beside: bool = False) -> Store:
+    """The store the (stopped or killed) daemon wrote, opened with the daemon's own code.
+    ``beside``: the daemon still runs (a database restart is about to happen): PostgreSQL only,
+    read without the one-daemon lock the daemon holds."""
     if daemon.store_dsn:
         from toolnexus_daemon.store.pg_store import PgStore
 
-        return PgStore(daemon.store_dsn)
+        return PgStore(daemon.store_dsn, exclusive=not beside)
+    assert not beside, "LMDB is read only while its daemon is down"
     return LmdbStore(daemon.data_dir)
 
 
@@ -58,8 +62,11 @@ class CommitTracker:
     _read: dict[str, int] = field(default_factory=dict)
     _model_calls: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
-    def after_kill(self, kill: int) -> None:
-        store = open_daemon_store(self.daemon)
+    def after_kill(self, kill: int, beside: bool = False) -> None:
+        """Note what was committed by fault ``kill``; ``beside``: the daemon still runs (read just
+        before a database restart: a commit that lands after the read counts for the next fault,
+        which only makes the checks more lenient, never wrong)."""
+        store = open_daemon_store(self.daemon, beside)
         try:
             for rid in self.runtime_ids:
                 for event in all_events(store, rid, self._read.get(rid, 0)):

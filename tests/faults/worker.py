@@ -91,7 +91,10 @@ class ChaosWorker:
                     gen = self._generation()
                     self.welcomes += 1
                 elif kind == "tool_call" and not self._stop.is_set():
-                    self._pool.submit(self._execute, message.tool_call, gen, self.welcomes, outbox)
+                    # a database restart counts a generation without breaking this stream: a call
+                    # the daemon sends again after it is of the new one
+                    now = max(gen, self._generation())
+                    self._pool.submit(self._execute, message.tool_call, now, self.welcomes, outbox)
         finally:
             outbox.put(None)
             self._call = None

@@ -85,8 +85,16 @@ class PgServer:
         self._run("initdb", "-D", str(self.pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres")
 
     def _run(self, exe: str, *args: str, timeout: float = 60) -> None:
-        subprocess.run([str(self.bin / exe), *args], check=True, capture_output=True, timeout=timeout,
-                       user=self._user)
+        command = [str(self.bin / exe), *args]
+        runuser = shutil.which("runuser") if self._user else None
+        if self._user and runuser:
+            # not ``user=``: switching users makes subprocess fork() instead of vfork(), and a fork()
+            # of a process whose gRPC threads are busy (a test's clients, the chaos lanes) runs gRPC's
+            # fork handlers, which can crash the child before it execs (pg_ctl "died with SIGSEGV")
+            subprocess.run([runuser, "-u", self._user, "--", *command], check=True, capture_output=True,
+                           timeout=timeout)
+            return
+        subprocess.run(command, check=True, capture_output=True, timeout=timeout, user=self._user)
 
     def start(self) -> None:
         opts = f"-h '' -k {self.socket_dir} -c fsync=off -c full_page_writes=off -c max_connections=200"

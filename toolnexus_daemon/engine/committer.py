@@ -166,6 +166,17 @@ class RuntimeLog:
         self.guard.check(self.id, part)
         return part, keep_from
 
+    @property
+    def settled(self) -> bool:
+        """Whether every change of this runtime queued so far is durable (or refused)."""
+        return self.last is None or self.last.done()
+
+    def resync(self, last_stored: int) -> None:
+        """Continue after the store's last seq of this runtime, when it is past ours: a commit that
+        failed as the connection broke at COMMIT may have landed after all (its events were never
+        published), and its seqs must not be written again. Called only while ``settled``."""
+        self.next_seq = max(self.next_seq, last_stored + 1)
+
     def committed(self, part: Batch, keep_from: int) -> None:
         """``part`` is durable: the next event of this runtime takes the seq after its last."""
         self.next_seq += len(part.events)
@@ -229,7 +240,13 @@ class Committer:
         durable (or fails with the store's refusal). Nothing is awaited, so the order of calls is
         the order of commits."""
         host = log.host
-        host.table.settle_restores()  # memory must not run ahead of a store that refused a change
+        try:
+            host.table.settle_restores()  # memory must not run ahead of a store that refused a change
+        except StoreError:
+            # refused before it was queued: its handles, already changed in memory, are reloaded
+            # from the store with the others once it can be read again
+            host.table.restore(change.handles)
+            raise
         batch = to_batch(host.id, change, host.record() if change.runtime else None)
         item = _Queued(log, change, batch, asyncio.get_running_loop().create_future())
         self._queue.append(item)

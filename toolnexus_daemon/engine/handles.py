@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from ..errors import DataLoss, InvalidArgument, NotFound, StoreError, StoreUnavailable
-from ..model import JSON, ROOT_ID
+from ..model import JSON, ROOT_ID, HandleState
 from ..store.base import Store
 from .cache import HandleCache
 from .checkpoint import Checkpoint
@@ -88,6 +88,24 @@ class HandleTable:
             else:
                 h.restore_from(self._read(rec))
         self._unrestored.clear()
+
+    def reload_mid_turn(self, keep: Callable[[Handle], bool]) -> list[Handle]:
+        """After the store was unreachable mid-turn (``lifetime.heal``): every handle in memory that
+        is mid-turn, every handle the store's recovery index names and every handle a refused
+        commit left ahead, reloaded in place from the store — except those ``keep`` spares (a
+        turn started since runs on them). Returns the handles recovery continues (loaded, not
+        spared). Raises ``StoreUnavailable`` (nothing reloaded) while the store cannot be read."""
+        named = self._store.handles_to_recover(self._rid)
+        mid = [h for h in self.cache.loaded()
+               if h.state is HandleState.RUNNING or h.escalating or h.wake_queue]
+        self._unrestored.update({h.id: h for h in mid if not keep(h)})
+        self.settle_restores()
+        out: list[Handle] = []
+        for hid in dict.fromkeys([*named, *(h.id for h in mid)]):
+            h = self.cache.get(hid)
+            if h is not None and not keep(h):
+                out.append(h)
+        return out
 
     # ------------------------------------------------------------------ lookups
 

@@ -67,6 +67,8 @@ log = logging.getLogger("toolnexus_daemon.engine")
 
 # event seqs are stored as unsigned 64-bit keys with room to spare
 MAX_SEQ = 2**63
+# how many times ``settle_commits`` waits for changes queued while it waited
+SETTLE_ROUNDS = 100
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,9 @@ class Runtime:
         h = self.table.handle(handle_id)
         if settled_result(h) is not None:
             await self._log.barrier()  # report only what is on disk
+            # a change refused meanwhile left memory ahead of the store: reload it first (UNAVAILABLE
+            # while the store cannot be read — never a result that was not recorded)
+            self.table.settle_restores()
             settled = settled_result(h)
             if settled is not None:
                 return settled
@@ -281,8 +286,11 @@ class Runtime:
         return accepted, fut
 
     async def durable(self) -> None:
-        """Wait until every change made so far is on disk (before reporting state to a client)."""
+        """Wait until every change made so far is on disk (before reporting state to a client); the
+        handles of a change refused meanwhile are reloaded from the store (``StoreUnavailable``
+        while it cannot be read: never a state that was not recorded)."""
         await self._log.barrier()
+        self.table.settle_restores()
 
     def snapshot(self, handle_id: str) -> Handle:
         return self.table.handle(handle_id)
@@ -353,6 +361,16 @@ class Runtime:
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
         self.lifetime.launch(h, landing)
+
+    def store_unreachable(self) -> None:
+        self.lifetime.heal()
+
+    async def settle_commits(self) -> None:
+        for _ in range(SETTLE_ROUNDS):  # each round waits for a commit queued meanwhile
+            await self._log.barrier()
+            if self._log.settled:
+                self._log.resync(self.deps.store.last_seq(self.id))
+                return
 
     @property
     def retired(self) -> str:

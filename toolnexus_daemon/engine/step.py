@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from ..bounds import check_tool_result
 from ..model import JSON, Answer, EventType, OnCrash, Request, ToolResult
@@ -60,12 +61,25 @@ async def run_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step) ->
     if uncertain.record_dispatch(rt, h, step, [i for i in todo if i not in decided]) or announced:
         await rt.commit(before.checkpoint(h, cp))
     into = deferred if len(todo) == 1 else None
-    await asyncio.gather(*(_run_call(rt, h, cp, step, i, i in answered - resent, into, decided.get(i))
-                           for i in todo))
+    await _all([_run_call(rt, h, cp, step, i, i in answered - resent, into, decided.get(i)) for i in todo])
     if answered:
         cp.answer = None  # persisted by the commit that follows
         cp.reinvoke_announced = False
     return deferred
+
+
+async def _all(calls: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``calls`` concurrently; when one fails, the others are stopped before the failure goes
+    on: a call left running would commit into a checkpoint the turn no longer owns (a store that
+    was away has the turn continued from the stored one)."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def answered_calls(step: Step) -> set[int]:

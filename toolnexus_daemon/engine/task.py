@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import DaemonError
+from ..errors import DaemonError, StoreUnavailable
 from ..model import JSON, AgentDef, EventType, HandleState, Status, TaskResult, ToolResult
 from . import lifecycle, notes
 from .change import Change
@@ -62,6 +62,8 @@ async def run_task(rt: RuntimeContext, parent: Handle, call: Call) -> ToolResult
         try:
             child = await rt.spawn(parent.id, agent, task_key=key)
             await rt.wake(child.id, prompt)
+        except StoreUnavailable:
+            raise  # not the task's refusal: the turn is continued once the store is back
         except DaemonError as exc:
             return ToolResult(output=f"task refused: {exc}", is_error=True)
         result = await rt.wait(child.id)

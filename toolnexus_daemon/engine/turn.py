@@ -16,7 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..bounds import PeerDataError, check_reply, parse_arguments
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailable
 from ..llm.base import ModelError, ModelReply, ModelRequest
 from ..model import JSON, EventType, HandleState, Status, TaskResult, Usage
 from . import budget as budgets
@@ -43,12 +43,17 @@ MAX_INVALID_NOTE = 2048
 
 
 async def run_turn(rt: RuntimeContext, h: Handle, landing: Landing | None = None) -> None:
-    """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``."""
+    """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``. A store
+    that cannot be reached hands the turn to the runtime, which continues it from its checkpoint
+    once the store is back (``lifetime.heal``): the turn can be neither recorded nor failed now."""
     try:
         await _loop(rt, h, landing)
-    finally:
         if h.state is not HandleState.RUNNING and not _cancelled():
             await wakes.slot_freed(rt, h)
+    except StoreUnavailable as exc:
+        log.warning("the store is unreachable; the turn continues from its checkpoint once it is back",
+                    extra={"runtime": rt.id, "handle": h.id, "error": str(exc)})
+        rt.store_unreachable()
 
 
 def _cancelled() -> bool:
@@ -83,6 +88,8 @@ async def _loop(rt: RuntimeContext, h: Handle, landing: Landing | None) -> None:
         raise
     except WakeRefused:
         return  # the Wake's caller heard why; memory is the store's again
+    except StoreUnavailable:
+        raise  # nothing can be recorded now, the end of the turn neither (``run_turn``)
     except ModelError as exc:
         log.warning("model call failed", extra={"runtime": rt.id, "handle": h.id, "error": str(exc)})
         await _settle_error(rt, h, str(exc))
@@ -265,6 +272,8 @@ async def _settle_failed_commit(rt: RuntimeContext, h: Handle, message: str) -> 
     which the next start continues."""
     try:
         await _settle_error(rt, h, message)
+    except StoreUnavailable:
+        raise  # recorded neither: the turn is continued from its checkpoint (``run_turn``)
     except StoreError as again:
         log.error("the failed turn could not be recorded either",
                   extra={"runtime": rt.id, "handle": h.id, "error": str(again)})
