@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from toolnexus_daemon.engine.step import MAX_CHAINED
+from toolnexus_daemon.errors import FailedPrecondition
 from toolnexus_daemon.model import JSON, AgentDef, Answer, HandleState, Request, Status, ToolDef, ToolResult
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_devtools.model_server import chat_response, tool_call
@@ -158,7 +159,7 @@ async def test_resume_for_an_agent_missing_from_the_registry_keeps_the_answer_pe
         await rt.resume(Answer(id="keep", ok=True))
     except Exception as exc:  # noqa: BLE001 - the exact error is asserted below
         refused = exc
-    assert type(refused).__name__ == "FailedPrecondition" and "operator" in str(refused)
+    assert isinstance(refused, FailedPrecondition) and "operator" in str(refused)
     assert rt.snapshot(h).state is HandleState.SUSPENDED
     await bench.engine.new("r7", [OPERATOR], rt.llm, rt.options)
     out = await rt.resume(Answer(id="keep", ok=True))
