@@ -139,6 +139,11 @@ class Engine:
         (exactly as at a start, for this runtime only) when no live daemon owns it, else ``Moved``
         naming its owner (UNAVAILABLE; the API layer forwards the call there)."""
         rt = self._runtimes.get(runtime_id)
+        if rt is not None and self.ownership is not None:
+            fence = _fence_of(rt)
+            if fence is not None and not self.ownership.fresh(fence):
+                self._stale(runtime_id, fence)  # no read of a state another daemon may have moved past
+                rt = None
         if rt is not None or self.ownership is None or not runtime_id or runtime_id in self._damaged:
             return self.runtime(runtime_id)
         # a take-over runs to its end (``detached``): a lease taken and turns recovered halfway would
@@ -250,10 +255,24 @@ class Engine:
         return self.committer.stats()
 
     def _guard_for(self, fence: Fence | None) -> CommitGuard:
-        """What a runtime's commits are conditional on: its lease in a cluster, nothing outside one."""
-        if fence is None:
+        """What a runtime's commits and actions are conditional on: its lease in a cluster, nothing
+        outside one."""
+        if fence is None or self.ownership is None:
             return AllowAll()
-        return LeaseGuard(fence, lambda runtime_id: self._fenced(runtime_id, fence))
+        return LeaseGuard(fence, lambda runtime_id: self._fenced(runtime_id, fence), self.ownership.fresh,
+                          lambda runtime_id: self._stale(runtime_id, fence))
+
+    def _stale(self, runtime_id: str, fence: Fence) -> None:
+        """``fence``'s lease was not renewed in time: this process stops acting for the runtime (the
+        renewal loop gives it up at the same moment; this is the check made just before acting)."""
+        assert self.ownership is not None
+        current = self._runtimes.get(runtime_id)
+        if current is None or _fence_of(current) != fence:
+            return
+        log.warning("runtime lease not renewed in time; this daemon stops serving the runtime",
+                    extra={"runtime": runtime_id, "epoch": fence.epoch})
+        self.ownership.give_up(runtime_id)
+        self.lost(runtime_id, fence)
 
     def _deps(self, llm: LlmConfig, fence: Fence | None) -> RuntimeDeps:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),

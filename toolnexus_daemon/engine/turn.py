@@ -158,6 +158,7 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
                            sleep=slot.sleep_outside)
     try:
         async with slot:
+            rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
             reply = await rt.deps.model.complete(request)
     except ModelError:
         await landed(landing)  # a store refusal is the turn's failure, not the model's
