@@ -1,7 +1,7 @@
 """Runtime leases and fenced commits on a real PostgreSQL (the store half of a cluster).
 
-Two nodes share one database, each with its own store and its own ``Leases``. The tests drive expiry with short leases
-and the database's own clock, as the cluster does.
+Two nodes share one database, each with its own store and its own ``Leases``. The tests drive
+expiry with short leases and the database's own clock, as the cluster does.
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def test_two_processes_under_one_node_id_never_both_own_a_runtime(pair: tuple[Me
     assert twin.renew({"rt-twin": first.epoch}) == {"rt-twin"}
 
 
-def test_a_live_node_id_is_refused_to_a_second_process_and_freed_by_leave(pair: tuple[Member, Member]) -> None:
+def test_a_live_node_id_is_refused_to_a_second_process_and_freed_by_leave(
+        pair: tuple[Member, Member]) -> None:
     a, _ = pair
     a.leases.join()
     twin = Leases(a.store.link, "node-a", "twin.local:7000", LEASE_MS)

@@ -3,7 +3,9 @@
 Any daemon takes any call: when the engine answers ``Moved`` (the runtime's lease is held
 by a live daemon elsewhere), the call goes to the owner's advertised address with the
 caller's metadata (token, runtime key) and what is left of its deadline, and the owner's
-answer — reply, stream or error status — comes back unchanged. A forwarded call carries
+answer — reply, stream or error status — comes back unchanged. An owner without an address
+(started without ``--advertise``, listening on a wildcard or a unix socket only) cannot be
+forwarded to: the call is answered UNAVAILABLE naming it. A forwarded call carries
 ``x-toolnexus-forwarded-by``; a daemon that receives one for a runtime it does not own
 either answers UNAVAILABLE rather than forwarding again (the lease moved meanwhile: the
 caller's retry finds the new owner), so a call never circles.
@@ -78,6 +80,7 @@ class Forwarder:
                                             certificate_chain=self._tls.cert.read_bytes())
 
     def _metadata(self, context: aio.ServicerContext[Any, Any], moved: Moved) -> list[tuple[str, Any]]:
+        _reachable(moved)
         incoming = list(context.invocation_metadata() or ())
         if any(k == FORWARDED_BY for k, _ in incoming):
             raise moved  # forwarded here already: no second hop (UNAVAILABLE, the caller retries)
@@ -148,6 +151,7 @@ class Forwarder:
                    timeout: float) -> Message:
         """A call this daemon makes itself (not on a caller's behalf) to ``moved``'s owner, such as
         an answer that came in through a link (``api.link_forward``); errors are the owner's."""
+        _reachable(moved)
         call = self._channel(moved.address).unary_unary(*_wire(method))
         self.forwarded += 1
         try:
@@ -162,3 +166,11 @@ class Forwarder:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+
+
+def _reachable(moved: Moved) -> None:
+    """An owner with no address (a daemon started without ``--advertise`` on a wildcard or unix
+    listener) cannot be forwarded to: the caller hears so (UNAVAILABLE), and its retry reaches the
+    runtime once that daemon stops and another takes it over, or when sent to that daemon."""
+    if not moved.address:
+        raise moved

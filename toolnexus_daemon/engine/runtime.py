@@ -23,6 +23,7 @@ from ..errors import (
     InvalidArgument,
     OutOfRange,
     ResourceExhausted,
+    Unavailable,
 )
 from ..events import EventBus
 from ..llm.base import ModelTransport
@@ -280,8 +281,12 @@ class Runtime:
         return accepted, fut
 
     async def durable(self) -> None:
-        """Wait until every change made so far is on disk (before reporting state to a client)."""
+        """Wait until every change made so far is on disk (before reporting state to a client).
+        In a cluster, UNAVAILABLE if this daemon gave the runtime up meanwhile: its memory may be
+        older than what the next owner committed."""
         await self._log.barrier()
+        if self.lifetime.retired:
+            raise Unavailable(f"{self.lifetime.retired}; retry the call")
 
     def snapshot(self, handle_id: str) -> Handle:
         return self.table.handle(handle_id)

@@ -193,8 +193,8 @@ class Leases:
         held = self._run(_HOLDER, runtime_id)
         if not held:  # released and deleted between the two statements: try once more
             return self.acquire(runtime_id, new)
-        owner, address, remaining = held[0]
-        return Held(runtime_id, str(owner), str(address), float(str(remaining)))
+        owner, address, left = held[0]
+        return Held(runtime_id, str(owner), str(address), float(str(left)))
 
     def renew(self, held: Mapping[str, int]) -> set[str]:
         """Extend every lease of ``held`` (runtime id → epoch) and mark this node seen; returns the
