@@ -27,6 +27,9 @@ class RacingLeases:
     def orphans(self, limit: int) -> list[str]:
         return []
 
+    def dead_holders(self, limit: int) -> list[str]:
+        return []
+
 
 async def _tick(leases: RacingLeases, membership: Membership) -> list[str]:
     lost: list[str] = []

@@ -20,6 +20,7 @@ from toolnexus_daemon.store.pg_schema import MIGRATIONS
 from toolnexus_daemon.store.pg_store import PgStore
 
 from .samples import event
+from .test_pg import sql
 
 LEASE_MS = 300
 
@@ -195,6 +196,29 @@ def test_a_version_1_database_migrates_forward_keeping_its_rows(pg_dsn: str) -> 
         assert store.runtime_ids() == ["old"]
         leases = Leases(store.link, "node-a", "a:1", LEASE_MS)
         assert isinstance(leases.acquire("old"), Lease)
+        leases.close()
+    finally:
+        store.close()
+
+
+def test_a_version_4_database_migrates_to_leases_held_by_a_process(pg_dsn: str) -> None:
+    """Schema 5 adds the incarnation to leases and nodes: a lease written by an older daemon (no
+    incarnation) is nobody's process once it expires, and an unexpired one is still its holder's."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for step in MIGRATIONS[:4]:
+            for statement in step:
+                conn.execute(statement.encode())
+        conn.execute(b"INSERT INTO tn_meta (key, value) VALUES ('schema', '4')")
+        conn.execute(b"INSERT INTO tn_leases VALUES ('live', 'old', 'old:1', 3, now() + interval '1 hour'), "
+                     b"('gone', 'old', 'old:1', 5, now() - interval '1 second')")
+    store = PgStore(pg_dsn)
+    try:
+        assert sql(pg_dsn, "SELECT value FROM tn_meta WHERE key = 'schema'") == [("5",)]
+        leases = Leases(store.link, "old", "new:1", LEASE_MS)  # even under the old node id
+        held = leases.acquire("live")
+        assert isinstance(held, Held) and held.owner == "old"
+        taken = leases.acquire("gone")
+        assert isinstance(taken, Lease) and taken.epoch == 6
         leases.close()
     finally:
         store.close()

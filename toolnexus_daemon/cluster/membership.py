@@ -258,6 +258,10 @@ class Membership:
         for rid in await self._db(self._leases.orphans, SWEEP_LIMIT):
             if rid not in self._held and await adopt(rid):
                 log.warning("runtime taken over from a daemon that stopped renewing", extra={"runtime": rid})
+        for rid in await self._db(self._leases.dead_holders, SWEEP_LIMIT):
+            if rid not in self._held and await adopt(rid):
+                log.warning("runtime taken over at once from a daemon process of this host that is gone",
+                            extra={"runtime": rid})
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

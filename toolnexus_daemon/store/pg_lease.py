@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..errors import NodeTaken
-from . import codec
+from . import codec, process_id
 from .base import Fence
 from .pg_link import Conn, Link, OneConnection
 
@@ -45,7 +45,23 @@ WHERE (l.owner = EXCLUDED.owner AND l.incarnation = EXCLUDED.incarnation) OR l.e
 RETURNING epoch, extract(epoch FROM expires_at - now()) * 1000
 """
 _HOLDER = """
-SELECT owner, address, extract(epoch FROM expires_at - now()) * 1000 FROM tn_leases WHERE rid = %s
+SELECT l.owner, l.address, extract(epoch FROM l.expires_at - now()) * 1000, l.incarnation, n.process
+FROM tn_leases l LEFT JOIN tn_nodes n ON n.node = l.owner AND n.incarnation = l.incarnation
+WHERE l.rid = %s
+"""
+# the lease of a holder whose process is known to be gone (``process_id.gone_here``): taken at once,
+# only from that very incarnation (another taker may have been quicker)
+_TAKE_FROM_DEAD = """
+UPDATE tn_leases SET owner = %(node)s, incarnation = %(inc)s, address = %(address)s, epoch = epoch + 1,
+    expires_at = now() + %(ms)s * interval '1 millisecond'
+WHERE rid = %(rid)s AND owner = %(owner)s AND incarnation = %(dead)s
+RETURNING epoch, extract(epoch FROM expires_at - now()) * 1000
+"""
+# unexpired leases of processes on this host (scope: boot id and pid namespace), for the sweeper
+_LOCAL_HOLDERS = """
+SELECT l.rid, n.process FROM tn_leases l
+JOIN tn_nodes n ON n.node = l.owner AND n.incarnation = l.incarnation
+WHERE l.expires_at > now() AND n.process LIKE %s AND l.incarnation <> %s ORDER BY l.rid LIMIT %s
 """
 _RENEW = """
 UPDATE tn_leases AS l SET expires_at = now() + %s * interval '1 millisecond'
@@ -63,10 +79,10 @@ WHERE l.rid IS NULL OR l.expires_at <= now() ORDER BY r.rid LIMIT %s
 """
 # a node id is this process's when its row is free, silent for a lease, or already this process's
 _JOIN = """
-INSERT INTO tn_nodes AS n (node, address, incarnation, started_at, seen_at)
-VALUES (%(node)s, %(address)s, %(inc)s, now(), now())
+INSERT INTO tn_nodes AS n (node, address, incarnation, process, started_at, seen_at)
+VALUES (%(node)s, %(address)s, %(inc)s, %(process)s, now(), now())
 ON CONFLICT (node) DO UPDATE SET address = EXCLUDED.address, incarnation = EXCLUDED.incarnation,
-    started_at = now(), seen_at = now()
+    process = EXCLUDED.process, started_at = now(), seen_at = now()
 WHERE n.incarnation = EXCLUDED.incarnation OR n.seen_at <= now() - %(ms)s * interval '1 millisecond'
 RETURNING node
 """
@@ -75,7 +91,8 @@ SELECT address, incarnation, seen_at::text, extract(epoch FROM now() - seen_at) 
 FROM tn_nodes WHERE node = %s
 """
 _SEEN = """
-INSERT INTO tn_nodes AS n (node, address, incarnation, started_at, seen_at) VALUES (%s, %s, %s, now(), now())
+INSERT INTO tn_nodes AS n (node, address, incarnation, process, started_at, seen_at)
+VALUES (%s, %s, %s, %s, now(), now())
 ON CONFLICT (node) DO UPDATE SET address = EXCLUDED.address, seen_at = now()
 WHERE n.incarnation = EXCLUDED.incarnation
 """
@@ -138,6 +155,7 @@ class Leases:
         codec.runtime_key(node)  # the same id rules as any stored key
         self.link, self.node, self.address, self.lease_ms = link, node, address, lease_ms
         self.incarnation = incarnation or secrets.token_hex(8)
+        self.process = process_id.this_process()
         # a hung database: the server cancels a lease statement, the kernel drops a connection whose
         # bytes go unacknowledged, both well within a lease
         timeout_ms = max(50, int(lease_ms * LEASE_STATEMENT_SHARE))
@@ -174,7 +192,8 @@ class Leases:
         raise NodeTaken(f'node id "{self.node}" could not be claimed; retry')
 
     def _join_once(self) -> bool:
-        args = {"node": self.node, "address": self.address, "inc": self.incarnation, "ms": self.lease_ms}
+        args = {"node": self.node, "address": self.address, "inc": self.incarnation, "ms": self.lease_ms,
+                "process": self.process}
         return bool(self._conn.run(lambda conn: conn.execute(_JOIN.encode(), args).fetchall()))
 
     def leave(self) -> None:
@@ -193,13 +212,35 @@ class Leases:
         held = self._run(_HOLDER, runtime_id)
         if not held:  # released and deleted between the two statements: try once more
             return self.acquire(runtime_id, new)
-        owner, address, left = held[0]
+        owner, address, left, incarnation, process = held[0]
+        if process_id.gone_here(str(process or "")):
+            taken = self._take_from_dead(runtime_id, str(owner), str(incarnation))
+            if taken is not None:
+                return taken
         return Held(runtime_id, str(owner), str(address), float(str(left)))
+
+    def _take_from_dead(self, runtime_id: str, owner: str, dead: str) -> Lease | None:
+        args = {"rid": runtime_id, "node": self.node, "inc": self.incarnation, "address": self.address,
+                "ms": self.lease_ms, "owner": owner, "dead": dead}
+        rows = self._conn.run(lambda conn: conn.execute(_TAKE_FROM_DEAD.encode(), args).fetchall())
+        if not rows:
+            return None
+        return Lease(runtime_id, self.node, int(str(rows[0][0])), float(str(rows[0][1])), self.incarnation)
+
+    def dead_holders(self, limit: int = 100) -> list[str]:
+        """Runtimes whose unexpired lease belongs to a process of this host that is gone (a daemon
+        killed here): the sweeper takes them at once instead of waiting for the lease to run out."""
+        scope = process_id.scope_of(self.process)
+        if not scope:
+            return []
+        like = scope.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "|%"
+        rows = self._run(_LOCAL_HOLDERS, like, self.incarnation, limit)
+        return [str(rid) for rid, process in rows if process_id.gone_here(str(process))]
 
     def renew(self, held: Mapping[str, int]) -> set[str]:
         """Extend every lease of ``held`` (runtime id → epoch) and mark this node seen; returns the
         runtimes whose lease is lost (another process took them): drop them, write nothing more."""
-        self._run(_SEEN, self.node, self.address, self.incarnation)
+        self._run(_SEEN, self.node, self.address, self.incarnation, self.process)
         if not held:
             return set()
         ids = list(held)

@@ -91,9 +91,11 @@ MIGRATIONS: list[list[str]] = [
     ],
     [  # 5: a lease and a node row belong to one process of a node (its incarnation, new at every
         # start), and the fence checks it: a second process under the same node id owns nothing
-        "ALTER TABLE tn_leases ADD COLUMN incarnation text NOT NULL DEFAULT ''",
-        "ALTER TABLE tn_nodes ADD COLUMN incarnation text NOT NULL DEFAULT ''",
-        f"""CREATE FUNCTION tn_fence(p_rid text, p_owner text, p_incarnation text, p_epoch bigint)
+        "ALTER TABLE tn_leases ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT ''",
+        "ALTER TABLE tn_nodes ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT ''",
+        # which OS process the incarnation is (``process_id``): a dead one on the same host is told
+        "ALTER TABLE tn_nodes ADD COLUMN IF NOT EXISTS process text NOT NULL DEFAULT ''",
+        f"""CREATE OR REPLACE FUNCTION tn_fence(p_rid text, p_owner text, p_incarnation text, p_epoch bigint)
             RETURNS void LANGUAGE plpgsql AS $$
             BEGIN
               PERFORM 1 FROM tn_leases WHERE rid = p_rid AND owner = p_owner AND incarnation = p_incarnation
