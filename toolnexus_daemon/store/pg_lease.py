@@ -1,22 +1,29 @@
-"""Runtime leases on the shared database: at most one daemon of a cluster owns a runtime.
+"""Runtime leases on the shared database: at most one daemon process of a cluster owns a runtime.
 
-A lease row names the runtime, its owner node, the address other daemons dial to reach it,
-an **epoch** and an expiry. Taking a lease that another node holds bumps the epoch; every
-commit of the owner carries a ``Fence`` (runtime, owner, epoch) that ``tn_fence`` checks in
-the commit's own transaction (``pg_write``), holding the lease row ``FOR SHARE`` until
-COMMIT. So once another node has taken a runtime over, nothing the old owner still had in
-flight can land: its next commit fails with ``LeaseLost``.
+A lease row names the runtime, its owner node and that node's **incarnation** (a random id
+drawn at every start: ownership belongs to one process, not to a node name), the address
+other daemons dial to reach it, an **epoch** and an expiry. Taking a lease that another
+process holds bumps the epoch; every commit of the owner carries a ``Fence`` (runtime, owner,
+incarnation, epoch) that ``tn_fence`` checks in the commit's own transaction (``pg_write``),
+holding the lease row ``FOR SHARE`` until COMMIT. So once another process has taken a runtime
+over, nothing the old owner still had in flight can land: its next commit fails with
+``LeaseLost``.
 
 Time is the database's (``now()`` in every statement), never a daemon's clock: nodes whose
 clocks disagree still agree on who holds what. A lease lasts ``lease_ms`` from its last
 renewal; the owner renews every third of that. Releasing a lease (a graceful stop) expires it
-at once, so another node can take the runtime without waiting.
+at once, so another node can take the runtime without waiting. The owner's own account of
+when to stop acting is ``cluster.membership``'s.
 
 ``tn_nodes`` lists the nodes with the time each was last seen (every renewal), which is what
-``Info`` shows as the live members of the cluster.
+``Info`` shows as the live members of the cluster. A node id belongs to the process that
+joined under it (``join``) until that process leaves or goes silent for a lease; the row also
+names the OS process (``process_id``), so a holder that died on this very host is taken from
+at once instead of after its lease.
 
-This module is the store's half of the cluster: taking, renewing, releasing and listing. The
-engine decides when (on a call for a runtime nobody owns, from the sweeper, at shutdown).
+This module is the store's half of the cluster: joining, taking, renewing, releasing and
+listing. The engine decides when (on a call for a runtime nobody owns, from the sweeper, at
+shutdown).
 """
 
 from __future__ import annotations
