@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
+import psycopg
 import pytest
 
 from tests.e2e.test_cluster import _owner, _suspend
@@ -274,3 +275,27 @@ def test_a_paused_owner_reads_nothing_stale_and_calls_nothing_after_it_wakes(
     assert a.proc.stop() == 0
     assert "Future exception was never retrieved" not in a.proc.logs()
     assert "was never retrieved" not in a.proc.logs()
+
+
+def test_a_call_for_a_dead_owners_runtime_says_a_takeover_is_coming_and_when(
+        pg_dsn: str, tmp_path: Path, daemons: list[Daemon], model: ScriptedModelServer) -> None:
+    """Before: a call through a survivor failed with gRPC's own words about the dead daemon's address
+    ("failed to connect to all addresses … 127.0.0.1:N: Connection refused") for a whole lease. The
+    owner here counts as on another machine (its process is not named), so its death cannot be told
+    from silence and its lease is waited out."""
+    a = _up(daemons, Daemon(tmp_path, "a", pg_dsn, "--advertise", "127.0.0.1:0", node_id="a"))
+    b = _up(daemons, Daemon(tmp_path, "b", pg_dsn, "--advertise", "127.0.0.1:0", node_id="b"))
+    rid, handle, _ = _suspend(a.stub, model)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(b"UPDATE tn_nodes SET process = '' WHERE node = 'a'")
+    a.proc.kill9()
+    snap = pb.SnapshotRequest(runtime_id=rid, handle=handle)
+    with pytest.raises(grpc.RpcError) as err:
+        b.stub.Snapshot(snap, timeout=5)
+    details = err.value.details() or ""
+    assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert f'runtime "{rid}" is owned by daemon a at {a.proc.target}, which does not answer' in details
+    assert "its lease runs out within" in details and "any daemon then takes the runtime over: retry then" \
+        in details
+    assert _retry(lambda: b.stub.Snapshot(snap, timeout=5), deadline_s=LEASE_MS / 1000 + 10).state == \
+        "suspended"

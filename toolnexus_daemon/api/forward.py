@@ -97,7 +97,7 @@ class Forwarder:
             reply: Message = await call(request, metadata=metadata, timeout=context.time_remaining())
         except aio.AioRpcError as err:
             self._failed(err, moved)
-            await context.abort(err.code(), err.details() or "")
+            await context.abort(err.code(), _told(err, moved))
             raise AssertionError("unreachable: context.abort raises") from err
         return reply
 
@@ -119,7 +119,7 @@ class Forwarder:
                 yield reply
         except aio.AioRpcError as err:
             self._failed(err, moved)
-            await context.abort(err.code(), err.details() or "")
+            await context.abort(err.code(), _told(err, moved))
         finally:
             stream.cancel()
 
@@ -174,3 +174,18 @@ def _reachable(moved: Moved) -> None:
     runtime once that daemon stops and another takes it over, or when sent to that daemon."""
     if not moved.address:
         raise moved
+
+
+# how gRPC words a channel that reached nobody (as opposed to an UNAVAILABLE the owner answered)
+_NO_ANSWER = ("failed to connect", "connection refused", "socket closed", "connection reset",
+              "connections to all backends failing", "unavailable to connect")
+
+
+def _told(err: aio.AioRpcError, moved: Moved) -> str:
+    """The owner's error as the caller hears it: unchanged, unless the owner could not be reached
+    at all — then what that means (a takeover once its lease runs out) rather than a bare
+    transport error naming an address the caller never dialled."""
+    details = err.details() or ""
+    if err.code() is grpc.StatusCode.UNAVAILABLE and any(m in details.lower() for m in _NO_ANSWER):
+        return moved.unreachable(details.split(";")[0][:120])
+    return details

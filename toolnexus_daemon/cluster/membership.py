@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -138,7 +139,7 @@ class Membership:
             self._fresh(runtime_id, began)
             self._elsewhere.pop(runtime_id, None)
             return Owned(got.fence)
-        where = Elsewhere(got.owner, got.address)
+        where = Elsewhere(got.owner, got.address, time.monotonic() + got.remaining_ms / 1000)
         ttl_s = min(got.remaining_ms, self._leases.lease_ms / 3) / 1000
         if len(self._elsewhere) >= ELSEWHERE_CACHE:
             self._elsewhere.clear()  # bounded: a cold cache costs one query per runtime, nothing more

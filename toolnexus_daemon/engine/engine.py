@@ -160,7 +160,7 @@ class Engine:
                 raise FailedPrecondition("the daemon is shutting down")
             claim = await self.ownership.claim(runtime_id)
             if isinstance(claim, Elsewhere):
-                raise Moved(runtime_id, claim.owner, claim.address)
+                raise Moved(runtime_id, claim.owner, claim.address, claim.expires_at)
             adopted = await self._adopt(runtime_id, claim.fence)
             if adopted is None:
                 await self.ownership.release(runtime_id)
@@ -343,7 +343,7 @@ class Engine:
                 pass
         claim = await self.ownership.claim(runtime_id)
         if isinstance(claim, Elsewhere):
-            raise Moved(runtime_id, claim.owner, claim.address)
+            raise Moved(runtime_id, claim.owner, claim.address, claim.expires_at)
         return claim.fence
 
     async def _reattach(self, rt: Runtime, agents: list[AgentDef], llm: LlmConfig,

@@ -20,6 +20,7 @@ Outside a cluster there is no ``Ownership`` and every runtime is this daemon's.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -32,7 +33,7 @@ class Moved(Unavailable):
     """The runtime is owned by another live daemon of the cluster, reachable at ``address`` ("" when
     that daemon cannot be forwarded to: it has no address other daemons can dial)."""
 
-    def __init__(self, runtime_id: str, owner: str, address: str) -> None:
+    def __init__(self, runtime_id: str, owner: str, address: str, expires_at: float = 0.0) -> None:
         if address:
             text = (f'runtime "{runtime_id}" is served by daemon {owner} at {address}; '
                     "this daemon could not forward the call there, retry")
@@ -43,6 +44,17 @@ class Moved(Unavailable):
                     "daemon takes the runtime over")
         super().__init__(text)
         self.runtime_id, self.owner, self.address = runtime_id, owner, address
+        # when the owner's lease runs out unless renewed (monotonic, time.monotonic()); 0 = unknown
+        self.expires_at = expires_at
+
+    def unreachable(self, why: str) -> str:
+        """What a caller hears when the owner did not answer a forwarded call: it may be dead, and
+        its lease is the wait before any daemon takes the runtime over."""
+        left = max(0.0, self.expires_at - time.monotonic()) if self.expires_at else 0.0
+        when = f"within {left:.1f} s" if self.expires_at else "within one lease"
+        return (f'runtime "{self.runtime_id}" is owned by daemon {self.owner} at {self.address}, which does '
+                f"not answer ({why}); if it is gone, its lease runs out {when} and any daemon then takes "
+                "the runtime over: retry then")
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,8 @@ class Owned:
 class Elsewhere:
     owner: str
     address: str
+    # when its lease runs out unless renewed (time.monotonic()); 0 = unknown
+    expires_at: float = 0.0
 
 
 Claim = Owned | Elsewhere
