@@ -268,7 +268,7 @@ async def _join(daemon: _Daemon, settings: Settings) -> int:
                     "--listen on a fixed host) so they are forwarded here", extra={"node": membership.node})
     before = len(membership.held())
     await membership.tick(daemon.engine.lost, daemon.engine.adopt)
-    membership.start(daemon.engine.lost, daemon.engine.adopt)
+    membership.start(daemon.engine.lost, daemon.engine.adopt, daemon.engine.lapsed)
     log.info("joined the cluster", extra={"node": membership.node, "advertise": membership.address,
                                           "incarnation": membership.incarnation,
                                           "lease_ms": membership.lease_ms, "margin_ms": membership.margin_ms,

@@ -182,6 +182,18 @@ def test_an_owner_cut_off_from_the_database_serves_no_stale_read(
         rid, handle, request_id = _suspend(cut.stub, model)
         snap = pb.SnapshotRequest(runtime_id=rid, handle=handle)
         assert cut.stub.Snapshot(snap, timeout=5).state == "suspended"
+        watched: dict[str, Any] = {"seqs": []}
+
+        def watch() -> None:
+            try:
+                for event in cut.stub.Watch(pb.WatchRequest(runtime_id=rid), timeout=20):
+                    watched["seqs"].append(event.seq)
+            except grpc.RpcError as err:
+                watched["end"] = (err.code(), err.details())
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        time.sleep(0.3)
         proxy.stall()
         stalled_at = time.monotonic()
         refused_after = None
@@ -197,6 +209,9 @@ def test_an_owner_cut_off_from_the_database_serves_no_stale_read(
         print(f"\ncut-off owner's first refusal {refused_after * 1000:.0f} ms after the cut "
               f"(lease {LEASE_MS} ms, margin {MARGIN_MS} ms)")
         assert refused_after < (LEASE_MS - MARGIN_MS) / 1000 + 0.5
+        watcher.join(10)
+        code, details = watched["end"]  # the stream ended, naming where to resume
+        assert code is grpc.StatusCode.UNAVAILABLE and f"after_seq={watched['seqs'][-1]}" in details, details
         out = _retry(lambda: other.stub.Resume(
             pb.ResumeRequest(runtime_id=rid, answer=pb.Answer(id=request_id, ok=True)), timeout=5))
         assert out.result.text == DONE and _owner(pg_dsn, rid)[0] != "cut"

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
 from ..engine.ownership import Claim, Elsewhere, Owned
@@ -65,6 +66,7 @@ class Membership:
         self._task: asyncio.Task[None] | None = None
         self._lapse: asyncio.TimerHandle | None = None
         self._lost: LostHandler = lambda runtime_id: None
+        self._lapsed: LostHandler = lambda runtime_id: None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pg-lease")
         self._gate = asyncio.Lock()
         self._inflight: asyncio.Future[Any] | None = None
@@ -174,8 +176,14 @@ class Membership:
         return set(self._held)
 
     def live_nodes(self) -> list[tuple[str, str, tuple[str, ...]]]:
-        """(node, address, runtimes owned) of every node seen within one lease (blocking: a query)."""
-        return [(n.node, n.address, n.runtimes) for n in self._leases.live_nodes()]
+        """(node, address, runtimes owned) of every node seen within one lease (blocking: a query on the
+        lease thread, given up after the statement timeout so a hung database cannot hold ``Info``)."""
+        timeout_s = self._leases.lease_ms * LEASE_STATEMENT_SHARE / 1000
+        try:
+            nodes = self._pool.submit(self._leases.live_nodes).result(timeout_s)
+        except FuturesTimeout:
+            raise self._silent(timeout_s) from None
+        return [(n.node, n.address, n.runtimes) for n in nodes]
 
     # ------------------------------------------------------------------ freshness on our own clock
 
@@ -203,13 +211,16 @@ class Membership:
                 log.warning("runtime lease not renewed in time; this daemon stops serving the runtime",
                             extra={"runtime": rid, "lease_ms": self._leases.lease_ms,
                                    "margin_ms": self.margin_ms})
-                self._lost(rid)
+                self._lapsed(rid)
         self._arm()
 
     # ------------------------------------------------------------------ the loop
 
-    def start(self, lost: LostHandler, adopt: Adopter) -> None:
+    def start(self, lost: LostHandler, adopt: Adopter, lapsed: LostHandler | None = None) -> None:
+        """Renew and sweep in the background; ``lapsed`` hears of a lease given up here because it went
+        stale (default: ``lost``)."""
         self._lost = lost
+        self._lapsed = lapsed or lost
         self._task = asyncio.get_running_loop().create_task(self._run(lost, adopt), name="cluster-membership")
 
     async def stop(self) -> None:

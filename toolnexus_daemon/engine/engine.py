@@ -42,6 +42,9 @@ from .runtime import Runtime, RuntimeDeps
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
+# why a runtime's streams and calls end when this daemon's lease on it went stale
+STALE = ("this daemon could not renew its lease on the runtime in time (its database did not answer, or it "
+         "was paused); another daemon serves the runtime once the lease lapses")
 # added to a retired transport's whole-call timeout before it is closed
 RETIRE_SLACK_S = 5.0
 
@@ -196,7 +199,8 @@ class Engine:
             return False
         return True
 
-    def lost(self, runtime_id: str, fence: Fence | None = None) -> None:
+    def lost(self, runtime_id: str, fence: Fence | None = None,
+             why: str = "the runtime moved to another daemon of the cluster") -> None:
         """Another daemon owns ``runtime_id`` now (a fenced commit or a renewal said so): forget it
         here and never write for it again. Its watchers end UNAVAILABLE and reconnect.
 
@@ -213,12 +217,17 @@ class Engine:
         rt = self._runtimes.pop(runtime_id)
         log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
         self.deadlines.forget(runtime_id)
-        rt.lifetime.retire("the runtime moved to another daemon of the cluster")
+        rt.lifetime.retire(why)
         for listener in self.lost_listeners:
             listener(runtime_id)
         task = asyncio.get_running_loop().create_task(self._forget(rt))
         self._forgetting.add(task)
         task.add_done_callback(self._forgetting.discard)
+
+    def lapsed(self, runtime_id: str) -> None:
+        """This daemon's lease on ``runtime_id`` went stale and was given up (the membership's timer):
+        forget the runtime as a lost one, telling its callers why."""
+        self.lost(runtime_id, None, STALE)
 
     async def _forget(self, rt: Runtime) -> None:
         await rt.lifetime.stop()
@@ -272,7 +281,7 @@ class Engine:
         log.warning("runtime lease not renewed in time; this daemon stops serving the runtime",
                     extra={"runtime": runtime_id, "epoch": fence.epoch})
         self.ownership.give_up(runtime_id)
-        self.lost(runtime_id, fence)
+        self.lost(runtime_id, fence, STALE)
 
     def _deps(self, llm: LlmConfig, fence: Fence | None) -> RuntimeDeps:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
