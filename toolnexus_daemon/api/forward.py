@@ -17,6 +17,7 @@ certificate, so a cluster under mTLS works with one CA.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -186,6 +187,10 @@ def _told(err: aio.AioRpcError, moved: Moved) -> str:
     at all — then what that means (a takeover once its lease runs out) rather than a bare
     transport error naming an address the caller never dialled."""
     details = err.details() or ""
-    if err.code() is grpc.StatusCode.UNAVAILABLE and any(m in details.lower() for m in _NO_ANSWER):
-        return moved.unreachable(details.split(";")[0][:120])
-    return details
+    if err.code() is not grpc.StatusCode.UNAVAILABLE or not any(m in details.lower() for m in _NO_ANSWER):
+        return details
+    left = max(0.0, moved.expires_at - time.monotonic()) if moved.expires_at else 0.0
+    when = f"within {left:.1f} s" if moved.expires_at else "within one lease"
+    return (f'runtime "{moved.runtime_id}" is owned by daemon {moved.owner} at {moved.address}, which does '
+            f"not answer ({details.split(';')[0][:120]}); if it is gone, its lease runs out {when} and any "
+            "daemon then takes the runtime over: retry then")

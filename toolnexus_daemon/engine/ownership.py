@@ -20,7 +20,6 @@ Outside a cluster there is no ``Ownership`` and every runtime is this daemon's.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -44,17 +43,9 @@ class Moved(Unavailable):
                     "daemon takes the runtime over")
         super().__init__(text)
         self.runtime_id, self.owner, self.address = runtime_id, owner, address
-        # when the owner's lease runs out unless renewed (monotonic, time.monotonic()); 0 = unknown
+        # when the owner's lease runs out unless renewed (time.monotonic(), as the membership reads it);
+        # 0 = unknown
         self.expires_at = expires_at
-
-    def unreachable(self, why: str) -> str:
-        """What a caller hears when the owner did not answer a forwarded call: it may be dead, and
-        its lease is the wait before any daemon takes the runtime over."""
-        left = max(0.0, self.expires_at - time.monotonic()) if self.expires_at else 0.0
-        when = f"within {left:.1f} s" if self.expires_at else "within one lease"
-        return (f'runtime "{self.runtime_id}" is owned by daemon {self.owner} at {self.address}, which does '
-                f"not answer ({why}); if it is gone, its lease runs out {when} and any daemon then takes "
-                "the runtime over: retry then")
 
 
 @dataclass(frozen=True)
