@@ -185,6 +185,28 @@ def test_a_silent_node_row_is_taken_after_one_lease(pair: tuple[Member, Member])
     assert time.monotonic() - started < 3 * LEASE_MS / 1000
 
 
+def test_the_node_row_of_a_process_gone_from_this_host_is_taken_at_once(pg_dsn: str) -> None:
+    """The row names its process; a process of this host that no longer runs holds nothing."""
+    import subprocess
+    import sys
+
+    a = Member(pg_dsn, "node-a", lease_ms=60_000)  # a lease far longer than the test
+    try:
+        a.leases.join()
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a process of this host, ended
+        dead.wait()
+        assert a.leases.process, "this host's processes can be told (Linux /proc)"
+        scope = a.leases.process.rsplit("|", 2)[0]
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(b"UPDATE tn_nodes SET process = %s WHERE node = 'node-a'",
+                         (f"{scope}|{dead.pid}|1",))
+        started = time.monotonic()
+        Leases(a.store.link, "node-a", "again.local:7000", 60_000).join()
+        assert time.monotonic() - started < 5  # not the 60 s the row's renewals would be waited for
+    finally:
+        a.close()
+
+
 def test_a_version_1_database_migrates_forward_keeping_its_rows(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for statement in MIGRATIONS[0]:

@@ -94,8 +94,12 @@ WHERE n.incarnation = EXCLUDED.incarnation OR n.seen_at <= now() - %(ms)s * inte
 RETURNING node
 """
 _NODE = """
-SELECT address, incarnation, seen_at::text, extract(epoch FROM now() - seen_at) * 1000
+SELECT address, incarnation, seen_at::text, extract(epoch FROM now() - seen_at) * 1000, process
 FROM tn_nodes WHERE node = %s
+"""
+# the node row of a process known to be gone (``process_id.gone_here``): silent for good, free now
+_FREE_DEAD_NODE = """
+UPDATE tn_nodes SET seen_at = to_timestamp(0) WHERE node = %s AND incarnation = %s
 """
 _SEEN = """
 INSERT INTO tn_nodes AS n (node, address, incarnation, process, started_at, seen_at)
@@ -177,16 +181,20 @@ class Leases:
         return self._conn.run(work)
 
     def join(self, wait: bool = True) -> None:
-        """Claim this node id for this process. A row of another process that renewed within a lease
-        is waited out once (a killed predecessor under the same id stops renewing); if it renews
-        meanwhile, ``NodeTaken`` names where that process is."""
+        """Claim this node id for this process. A row of a process of this host that is gone is taken
+        at once; one of another process that renewed within a lease is waited out once (a killed
+        predecessor under the same id stops renewing); if it renews meanwhile, ``NodeTaken`` names
+        where that process is."""
         for attempt in (0, 1):
             if self._join_once():
                 return
             found = self._run(_NODE, self.node)
             if not found:
                 continue  # left between the two statements
-            address, _, seen_at, age_ms = found[0]
+            address, holder, seen_at, age_ms, process = found[0]
+            if attempt == 0 and process_id.gone_here(str(process or "")):  # killed on this host
+                self._run(_FREE_DEAD_NODE, self.node, holder)
+                continue
             if attempt == 0 and wait:
                 time.sleep(max(0.0, (self.lease_ms - float(str(age_ms))) / 1000) + 0.05)
                 again = self._run(_NODE, self.node)
