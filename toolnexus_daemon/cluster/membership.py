@@ -187,10 +187,11 @@ class Membership:
 
     # ------------------------------------------------------------------ freshness on our own clock
 
-    def _fresh(self, runtime_id: str, sent_at: float) -> None:
+    def _fresh(self, runtime_id: str, sent_at: float, arm: bool = True) -> None:
         until = sent_at + (self._leases.lease_ms - self.margin_ms) / 1000
         self._fresh_until[runtime_id] = max(until, self._fresh_until.get(runtime_id, 0.0))
-        self._arm()
+        if arm:
+            self._arm()
 
     def _arm(self) -> None:
         """Wake up when the first held lease goes stale."""
@@ -266,7 +267,8 @@ class Membership:
                 log.warning("runtime lease lost", extra={"runtime": rid})
                 lost(rid)
             else:
-                self._fresh(rid, began)
+                self._fresh(rid, began, arm=False)
+        self._arm()  # once for the whole round: the timer follows the stalest lease
         for rid in await self._db(self._leases.orphans, SWEEP_LIMIT):
             if rid not in self._held and await adopt(rid):
                 log.warning("runtime taken over from a daemon that stopped renewing", extra={"runtime": rid})
