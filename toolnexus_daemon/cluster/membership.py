@@ -65,6 +65,7 @@ class Membership:
         self._elsewhere: dict[str, tuple[Elsewhere, float]] = {}
         self._task: asyncio.Task[None] | None = None
         self._lapse: asyncio.TimerHandle | None = None
+        self._stopping = False
         self._lost: LostHandler = lambda runtime_id: None
         self._lapsed: LostHandler = lambda runtime_id: None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pg-lease")
@@ -194,11 +195,11 @@ class Membership:
             self._arm()
 
     def _arm(self) -> None:
-        """Wake up when the first held lease goes stale."""
+        """Wake up when the first held lease goes stale (not once stopping)."""
         if self._lapse is not None:
             self._lapse.cancel()
             self._lapse = None
-        if self._fresh_until:
+        if self._fresh_until and not self._stopping:
             self._lapse = asyncio.get_running_loop().call_at(min(self._fresh_until.values()), self._stale)
 
     def _stale(self) -> None:
@@ -225,6 +226,11 @@ class Membership:
         self._task = asyncio.get_running_loop().create_task(self._run(lost, adopt), name="cluster-membership")
 
     async def stop(self) -> None:
+        """No more renewals or sweeps (a stopping daemon); the checks made before acting still hold."""
+        self._stopping = True
+        if self._lapse is not None:
+            self._lapse.cancel()
+            self._lapse = None
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -232,9 +238,6 @@ class Membership:
 
     async def leave(self) -> None:
         """At the end of a graceful stop: the node id is free for the next start at once."""
-        if self._lapse is not None:
-            self._lapse.cancel()
-            self._lapse = None
         try:
             await self._db(self._leases.leave)
         except StoreError as exc:  # the row goes silent by itself; a restart waits one lease
