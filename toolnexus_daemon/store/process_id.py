@@ -18,16 +18,26 @@ from pathlib import Path
 _PROC = Path("/proc")
 
 
+UNKNOWN = "?"
+
+
 def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot; None when no live process has ``pid``."""
+    """The process's start time in clock ticks since boot; None when no live process has ``pid``;
+    ``UNKNOWN`` when one may exist but cannot be looked at (``/proc`` mounted with ``hidepid``)."""
     try:
         stat = (_PROC / str(pid) / "stat").read_text()
     except OSError:
-        return None
+        try:
+            os.kill(pid, 0)  # signal 0: only asks whether the pid exists
+        except ProcessLookupError:
+            return None
+        except OSError:
+            return UNKNOWN  # exists, belongs to someone else
+        return UNKNOWN
     fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
     if not fields or fields[0] in ("Z", "X"):  # a zombie or dead task acts for nothing
         return None
-    return fields[19] if len(fields) > 19 else None
+    return fields[19] if len(fields) > 19 else UNKNOWN
 
 
 def _host_scope() -> str:
@@ -43,7 +53,7 @@ def _host_scope() -> str:
 def this_process() -> str:
     """This process's identity (``scope|pid|start``), or "" where it cannot be told."""
     scope, start = _host_scope(), _start_time(os.getpid())
-    return f"{scope}|{os.getpid()}|{start}" if scope and start else ""
+    return f"{scope}|{os.getpid()}|{start}" if scope and start and start != UNKNOWN else ""
 
 
 def scope_of(process: str) -> str:
@@ -58,4 +68,5 @@ def gone_here(process: str) -> bool:
     pid_text, start = process.rsplit("|", 2)[1:]
     if not pid_text.isdigit() or int(pid_text) == os.getpid() and start == _start_time(os.getpid()):
         return False
-    return _start_time(int(pid_text)) != start
+    now = _start_time(int(pid_text))
+    return now is None or now not in (start, UNKNOWN)  # gone, or the pid names another process now
