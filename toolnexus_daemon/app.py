@@ -38,7 +38,7 @@ from .config import Settings
 from .engine.engine import Engine
 from .engine.runtime import Runtime
 from .envexpand import EnvAllowList
-from .errors import StoreError, StoreLocked
+from .errors import NodeTaken, StoreError, StoreLocked
 from .llm.factory import model_factory
 from .malloc import return_large_blocks
 from .model import Event, ToolSource
@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins
     from .cluster.membership import Membership
 
 log = logging.getLogger("toolnexus_daemon")
+# Info's config["advertise"] of a daemon other daemons cannot forward calls to
+NOT_FORWARDABLE = "none: not reachable by other daemons; add --advertise HOST:PORT"
 
 
 @dataclass
@@ -102,7 +104,7 @@ def run(settings: Settings) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
             code = runner.run(_serve(settings, store))
-    except (ListenError, web.WebListenError) as exc:
+    except (ListenError, web.WebListenError, NodeTaken) as exc:
         print(f"toolnexus-daemon: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception:
@@ -168,6 +170,7 @@ def _membership(settings: Settings, store: Store) -> Membership | None:
 
     if not isinstance(store, PgStore):
         raise StoreError("a cluster needs a PostgreSQL store (--store postgresql://...)")
+    # a new incarnation at every start (Leases draws it): ownership belongs to this process
     return Membership(Leases(store.link, settings.node_id, settings.advertise, settings.lease_ms))
 
 
@@ -178,12 +181,20 @@ def _observe_cluster(metrics: Metrics, membership: Membership, forwarder: Forwar
                                                lambda: engine.fenced_commits))
 
 
+WILDCARDS = ("0.0.0.0", "::", "[::]", "")
+
+
 def _advertised(settings: Settings, addresses: list[str]) -> str:
-    """``--advertise`` with port 0 resolved to the port the first TCP listener got (tests, ad hoc use)."""
+    """Where other daemons reach this one: ``--advertise`` (port 0 resolved to the port the first TCP
+    listener got: tests, ad hoc use), else the first TCP listen address when it names a host rather
+    than a wildcard; "" when no address is known (the daemon owns runtimes but is not forwarded to)."""
+    tcp = [a for a in addresses if not a.startswith("unix:")]
+    if not settings.advertise:
+        fixed = [a for a in tcp if a.rpartition(":")[0] not in WILDCARDS]
+        return fixed[0] if fixed else ""
     host, _, port = settings.advertise.rpartition(":")
     if port != "0":
         return settings.advertise
-    tcp = [a for a in addresses if not a.startswith("unix:")]
     if not tcp:
         raise ListenError("--advertise HOST:0 takes the port of a TCP --listen address; there is none")
     return f"{host}:{tcp[0].rpartition(':')[2]}"
@@ -254,13 +265,20 @@ async def _join(daemon: _Daemon, settings: Settings) -> int:
     membership = daemon.membership
     assert membership is not None
     membership.set_address(_advertised(settings, daemon.addresses))
+    await membership.join()  # NodeTaken: another live process runs under this node id
     facts = daemon.servicer.facts
     facts.node, facts.advertise, facts.live_nodes = membership.node, membership.address, membership.live_nodes
+    facts.config["advertise"] = membership.address or NOT_FORWARDABLE
+    if not membership.address:
+        log.warning("not reachable by other daemons: calls for the runtimes this daemon owns that reach "
+                    "another daemon answer UNAVAILABLE until it stops; add --advertise HOST:PORT (or "
+                    "--listen on a fixed host) so they are forwarded here", extra={"node": membership.node})
     before = len(membership.held())
     await membership.tick(daemon.engine.lost, daemon.engine.adopt)
-    membership.start(daemon.engine.lost, daemon.engine.adopt)
+    membership.start(daemon.engine.lost, daemon.engine.adopt, daemon.engine.lapsed)
     log.info("joined the cluster", extra={"node": membership.node, "advertise": membership.address,
-                                          "lease_ms": membership.lease_ms,
+                                          "incarnation": membership.incarnation,
+                                          "lease_ms": membership.lease_ms, "margin_ms": membership.margin_ms,
                                           "runtimes": len(membership.held())})
     return len(membership.held()) - before
 
@@ -283,3 +301,5 @@ async def _shutdown(daemon: _Daemon, grace: float) -> None:
         await daemon.answers.close()
     if daemon.servicer.forwarder is not None:
         await daemon.servicer.forwarder.close()
+    if daemon.membership is not None:
+        await daemon.membership.leave()

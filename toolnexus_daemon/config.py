@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import re
+import secrets
 import socket
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +123,8 @@ class Settings:
     # a postgresql:// DSN: the store is that database (store.pg_store); "" = LMDB in data_dir
     store: str = field(default="", repr=False)
     store_password: str | None = field(default=None, repr=False)
-    # cluster mode (docs/protocol.md §9): what other daemons dial to reach this one; "" = alone
+    # on PostgreSQL every daemon is a member of the database's cluster (docs/protocol.md §9):
+    # what other daemons dial to reach this one; "" = its TCP listen address when not a wildcard
     advertise: str = ""
     node_id: str = ""
     lease_ms: int = DEFAULT_LEASE_MS
@@ -133,7 +133,8 @@ class Settings:
 
     @property
     def clustered(self) -> bool:
-        return bool(self.advertise)
+        """On PostgreSQL: runtimes are held by lease, whether or not other daemons share the database."""
+        return bool(self.store)
 
     @property
     def max_message_bytes(self) -> int:
@@ -302,10 +303,12 @@ def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
 def _cluster_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     g = p.add_argument_group("cluster (many daemons on one PostgreSQL store)")
     g.add_argument("--advertise", default=env.get("TOOLNEXUS_ADVERTISE", ""), metavar="HOST:PORT",
-                   help="join the cluster of daemons on the --store database; HOST:PORT is where the other "
-                        "daemons reach this one's gRPC listener (env TOOLNEXUS_ADVERTISE; default: alone)")
+                   help="where the other daemons on the --store database reach this one's gRPC listener, "
+                        "to forward calls for the runtimes it owns (env TOOLNEXUS_ADVERTISE; default: the "
+                        "first TCP --listen address unless it is a wildcard such as 0.0.0.0)")
     g.add_argument("--node-id", default=env.get("TOOLNEXUS_NODE_ID", ""), metavar="ID",
-                   help="this daemon's name in the cluster (env TOOLNEXUS_NODE_ID; default HOST-PID-TIME)")
+                   help="this daemon's name in the cluster, unique among live daemons (env "
+                        "TOOLNEXUS_NODE_ID; default HOST-RANDOM, new at every start)")
     g.add_argument("--lease-ms", type=int, metavar="MS",
                    default=env_value(env, "TOOLNEXUS_LEASE_MS", int, DEFAULT_LEASE_MS),
                    help="how long a runtime's owner may go silent before another daemon takes the runtime "
@@ -313,20 +316,19 @@ def _cluster_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
 
 
 def _cluster(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> dict[str, Any]:
-    if not ns.advertise:
-        if ns.node_id:
-            parser.error("--node-id (env TOOLNEXUS_NODE_ID) names a member of a cluster: give --advertise "
-                         "HOST:PORT too, or drop it")
-        return {}
     if not ns.store:
-        parser.error("--advertise joins a cluster, whose daemons share one PostgreSQL database: give "
-                     "--store postgresql://... too")
-    host, _, port = ns.advertise.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        parser.error(f"--advertise {ns.advertise!r}: want HOST:PORT, the address other daemons dial")
+        for flag, value in (("--advertise", ns.advertise), ("--node-id", ns.node_id)):
+            if value:
+                parser.error(f"{flag} names a member of a cluster, whose daemons share one PostgreSQL "
+                             "database: give --store postgresql://... too, or drop it")
+        return {}
+    if ns.advertise:
+        host, _, port = ns.advertise.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            parser.error(f"--advertise {ns.advertise!r}: want HOST:PORT, the address other daemons dial")
     if not MIN_LEASE_MS <= ns.lease_ms <= MAX_LEASE_MS:
         parser.error(f"--lease-ms {ns.lease_ms}: want {MIN_LEASE_MS} to {MAX_LEASE_MS}")
-    node = ns.node_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time()):x}"
+    node = ns.node_id or f"{socket.gethostname()}-{secrets.token_hex(4)}"
     if len(node) > 200 or not node.isprintable() or "/" in node:
         parser.error(f"--node-id {node[:40]!r}: at most 200 printable characters, no '/'")
     return {"advertise": ns.advertise, "node_id": node, "lease_ms": ns.lease_ms}

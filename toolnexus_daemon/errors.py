@@ -80,6 +80,10 @@ class StoreLocked(StoreError):
     """Another daemon holds the data directory."""
 
 
+class NodeTaken(StoreError):
+    """Another live daemon process (renewing its node row) runs under this daemon's node id."""
+
+
 class LeaseLost(StoreError):
     """A commit fenced by a runtime lease this daemon no longer holds: another daemon owns the
     runtime now. Nothing of the commit was kept; the caller retries, and the retry reaches the

@@ -137,17 +137,27 @@ def _follow(rt: Runtime, seen: list[int]) -> None:
             stream.cancel()
 
 
-def test_a_second_daemon_on_the_same_database_exits_naming_the_holder(pg_daemon: DaemonProcess,
-                                                                      tmp_path: Path) -> None:
-    """Before: both daemons recovered and served the same runtimes, interleaving their commits."""
+def test_a_second_daemon_on_the_same_database_joins_it_one_owner_per_runtime(
+        pg_daemon: DaemonProcess, tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    """Every daemon on PostgreSQL holds runtime leases: a second one on the database serves the same
+    runtimes through their one owner (forwarded), and takes them over at once when that owner is
+    killed on the same machine (its process is provably gone: no waiting for the lease)."""
     assert pg_daemon.store_dsn
-    second = DaemonProcess(tmp_path / "other", "--store", pg_daemon.store_dsn)
-    with pytest.raises(RuntimeError, match="exited with 2"):
-        second.start(timeout=40)
-    assert pg_daemon.proc is not None
-    holder = f"toolnexus-daemon pid={pg_daemon.proc.pid}"
-    assert f"is in use by another toolnexus-daemon ({holder}" in second.logs()
-    assert health(pg_daemon.target) == health_pb2.HealthCheckResponse.SERVING  # the first one serves on
-    pg_daemon.kill9()
-    pg_daemon.start()  # the killed holder's session ends with it: its own restart is not refused
-    assert health(pg_daemon.target) == health_pb2.HealthCheckResponse.SERVING
+    rt = connect(pg_daemon.target, "openai", model_server.url)
+    handle, request_id = suspend(rt)
+    second = DaemonProcess(tmp_path / "other", "--store", pg_daemon.store_dsn).start()
+    try:
+        assert health(second.target) == health_pb2.HealthCheckResponse.SERVING
+        through = connect(second.target, "openai", model_server.url, runtime_id=rt.id)
+        assert through.snapshot(handle).state == "suspended"
+        pg_daemon.kill9()
+        killed = time.monotonic()
+        resumed = through.resume({"id": request_id, "ok": True})
+        assert resumed.result is not None and resumed.result.text == "action performed"
+        assert time.monotonic() - killed < 5  # the lease is 10 s: it was not waited out
+        assert second.has_logged("taken over at once from a daemon process of this host that is gone") \
+            or second.has_logged("runtime taken over")
+        through.detach()
+    finally:
+        rt.detach()
+        second.stop()

@@ -35,6 +35,9 @@ class Switch:
     def refused(self, runtime_id: str, error: StoreError) -> None:
         self.refusals.append((runtime_id, type(error).__name__))
 
+    def act(self, runtime_id: str) -> None:
+        return None
+
 
 async def _runtime(rid: str, store: MemoryStore, committer: Committer, guard: Switch) -> Runtime:
     deps = RuntimeDeps(store=store, clock=ManualClock(), model=ScriptedModel(script=lambda body: {}),
@@ -88,3 +91,25 @@ async def test_in_a_mixed_group_a_refusal_fails_only_the_changes_of_the_refused_
         assert [e.seq for e in events] == [1, 2] and rts[rid].last_seq() == 2
         assert [e.note for e in events] == [f"{rid}{i}" for i, r in enumerate(order) if r == rid]
     assert store.events("lost") == [] and rts["lost"].last_seq() == 0
+
+
+async def test_a_refused_commit_nobody_awaits_leaves_no_unretrieved_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Before: a turn stopped while its commit was queued (a runtime given up in a cluster) left the
+    commit's future unawaited; its refusal (LeaseLost) was logged at shutdown as "Future exception
+    was never retrieved"."""
+    import gc
+
+    store, guard = MemoryStore(), Switch()
+    committer = Committer(store)
+    rt = await _runtime("u", store, committer, guard)
+    guard.refuse = True
+    done = committer.submit(rt._log, _note(rt, "refused, and nobody waits"))
+    await asyncio.wait([done])
+    assert isinstance(done.exception(), LeaseLost)  # a caller that does await still hears the refusal
+    del done
+    await asyncio.wait([committer.submit(rt._log, _note(rt, "refused, never awaited"))])  # not retrieved
+    guard.refuse = False
+    await committer.submit(rt._log, _note(rt, "allowed"))  # the refused one is done, and referenced no more
+    gc.collect()
+    assert "never retrieved" not in caplog.text

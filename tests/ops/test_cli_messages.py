@@ -93,9 +93,9 @@ def test_a_password_file_without_a_postgresql_store_is_refused(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--advertise", "127.0.0.1:7000"], "--advertise joins a cluster, whose daemons share one PostgreSQL "
-                                        "database: give --store postgresql://... too"),
-    (["--node-id", "n1"], "--node-id (env TOOLNEXUS_NODE_ID) names a member of a cluster"),
+    (["--advertise", "127.0.0.1:7000"], "--advertise names a member of a cluster, whose daemons share one "
+                                        "PostgreSQL database: give --store postgresql://... too"),
+    (["--node-id", "n1"], "--node-id names a member of a cluster, whose daemons share one PostgreSQL"),
     (["--store", "postgresql://u@h/db", "--advertise", "nohost"], "--advertise 'nohost': want HOST:PORT"),
     (["--store", "postgresql://u@h/db", "--advertise", "h:1", "--lease-ms", "10"], "--lease-ms 10: want 300"),
 ])

@@ -40,3 +40,6 @@ def test_every_cluster_member_advertises_and_shares_the_store() -> None:
     assert compose.count("TOOLNEXUS_STORE: postgresql://") == 1  # one anchor every daemon merges
     k8s = (DEPLOY / "cluster.yaml").read_text()
     assert "value: $(POD_IP):50051" in k8s and "TOOLNEXUS_TLS_CLIENT_CA" in k8s
+    # node ids are the daemon's own default (host plus a random part): unique without configuration,
+    # so a copied replica never starts under a live id
+    assert "TOOLNEXUS_NODE_ID" not in compose and "TOOLNEXUS_NODE_ID" not in k8s

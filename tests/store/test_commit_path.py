@@ -31,6 +31,7 @@ from toolnexus_daemon.model import (
     RuntimeOptions,
 )
 from toolnexus_daemon.store import Store
+from toolnexus_daemon.store.base import Fence
 from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
 from toolnexus_daemon.store.pg_store import PgStore
 
@@ -162,6 +163,14 @@ class LeaseOwnership:
         if lease is not None:
             self.leases.release(lease)
 
+    def fresh(self, fence: Fence) -> bool:
+        """No renewal here: a held lease counts as fresh; the store's fence alone decides."""
+        lease = self.held.get(fence.runtime_id)
+        return lease is not None and lease.fence == fence
+
+    def give_up(self, runtime_id: str) -> None:
+        self.held.pop(runtime_id, None)
+
 
 def _expire(dsn: str, runtime_id: str) -> None:
     """Wait (bounded) until the database says the lease of ``runtime_id`` has run out."""
@@ -176,7 +185,7 @@ def _expire(dsn: str, runtime_id: str) -> None:
 @contextlib.asynccontextmanager
 async def _two_nodes(pg_dsn: str) -> AsyncIterator[tuple[Engine, Leases, PgStore]]:
     """node-a's engine (leases, no renewal) and node-b's leases on one database; all closed after."""
-    store_a, store_b = PgStore(pg_dsn, exclusive=False), PgStore(pg_dsn, exclusive=False)
+    store_a, store_b = PgStore(pg_dsn), PgStore(pg_dsn)
     leases_a = Leases(store_a.link, "node-a", "node-a.local:7000", LEASE_MS)
     leases_b = Leases(store_b.link, "node-b", "node-b.local:7000", LEASE_MS)
     engine = _engine(store_a, ownership=LeaseOwnership(leases_a))

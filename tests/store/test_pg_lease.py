@@ -1,8 +1,7 @@
 """Runtime leases and fenced commits on a real PostgreSQL (the store half of a cluster).
 
-Two nodes share one database, each with its own store (``exclusive=False``: cluster members do
-not take the one-daemon lock) and its own ``Leases``. The tests drive expiry with short leases
-and the database's own clock, as the cluster does.
+Two nodes share one database, each with its own store and its own ``Leases``. The tests drive
+expiry with short leases and the database's own clock, as the cluster does.
 """
 
 from __future__ import annotations
@@ -14,22 +13,21 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from toolnexus_daemon.errors import LeaseLost, StoreLocked
+from toolnexus_daemon.errors import LeaseLost, NodeTaken
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
-from toolnexus_daemon.store.pg_link import Link
-from toolnexus_daemon.store.pg_owner import OwnerLock
 from toolnexus_daemon.store.pg_schema import MIGRATIONS
 from toolnexus_daemon.store.pg_store import PgStore
 
 from .samples import event
+from .test_pg import sql
 
 LEASE_MS = 300
 
 
 class Member:
     def __init__(self, dsn: str, node: str, lease_ms: int = LEASE_MS) -> None:
-        self.store = PgStore(dsn, exclusive=False)
+        self.store = PgStore(dsn)
         self.leases = Leases(self.store.link, node, f"{node}.local:7000", lease_ms)
 
     def close(self) -> None:
@@ -136,16 +134,77 @@ async def test_orphans_and_live_nodes(pair: tuple[Member, Member], pg_dsn: str) 
     assert a.leases.live_nodes() == []  # nobody renewed within a lease
 
 
-def test_cluster_members_share_the_database_but_a_lone_daemon_still_excludes(pg_dsn: str) -> None:
-    a, b = Member(pg_dsn, "node-a"), Member(pg_dsn, "node-b")  # two members open side by side
-    b.close()
-    a.close()
-    alone = PgStore(pg_dsn)  # exclusive: the one-daemon lock
+def test_two_processes_under_one_node_id_never_both_own_a_runtime(pair: tuple[Member, Member]) -> None:
+    """Before: the lease and its fence named the node only, so a second process started under the same
+    node id renewed the first one's lease at the same epoch and both committed as its owner."""
+    a, _ = pair
+    twin = Leases(a.store.link, "node-a", "twin.local:7000", LEASE_MS)
+    assert twin.incarnation != a.leases.incarnation
+    first = a.leases.acquire("rt-twin")
+    assert isinstance(first, Lease)
+    other = twin.acquire("rt-twin")
+    assert isinstance(other, Held) and other.owner == "node-a"
+    with pytest.raises(LeaseLost):  # the twin's commit under the first one's epoch is refused
+        asyncio.run(a.store.commit(Batch(runtimes={"rt-twin": {}}, fences=[
+            Lease("rt-twin", "node-a", first.epoch, 0.0, twin.incarnation).fence])))
+    assert a.leases.renew({"rt-twin": first.epoch}) == set()
+    assert twin.renew({"rt-twin": first.epoch}) == {"rt-twin"}
+
+
+def test_a_live_node_id_is_refused_to_a_second_process_and_freed_by_leave(
+        pair: tuple[Member, Member]) -> None:
+    a, _ = pair
+    a.leases.join()
+    twin = Leases(a.store.link, "node-a", "twin.local:7000", LEASE_MS)
+    stop = time.monotonic() + 3 * LEASE_MS / 1000
+
+    def keep_renewing() -> None:
+        while time.monotonic() < stop:
+            a.leases.renew({})
+            time.sleep(LEASE_MS / 4000)
+
+    import threading
+    renewer = threading.Thread(target=keep_renewing)
+    renewer.start()
     try:
-        with pytest.raises(StoreLocked, match="in use by another toolnexus-daemon"):
-            OwnerLock(Link(pg_dsn)).take(wait_s=0)
+        with pytest.raises(NodeTaken, match='node id "node-a" is in use by another live toolnexus-daemon at '
+                                            "node-a.local:7000 .*--node-id"):
+            twin.join()
     finally:
-        alone.close()
+        renewer.join()
+    a.leases.leave()
+    twin.join(wait=False)  # a node id left by a graceful stop is free at once
+
+
+def test_a_silent_node_row_is_taken_after_one_lease(pair: tuple[Member, Member]) -> None:
+    """A predecessor killed under the same node id stops renewing: its restart waits one lease, then joins."""
+    a, _ = pair
+    a.leases.join()
+    started = time.monotonic()
+    Leases(a.store.link, "node-a", "again.local:7000", LEASE_MS).join()
+    assert time.monotonic() - started < 3 * LEASE_MS / 1000
+
+
+def test_the_node_row_of_a_process_gone_from_this_host_is_taken_at_once(pg_dsn: str) -> None:
+    """The row names its process; a process of this host that no longer runs holds nothing."""
+    import subprocess
+    import sys
+
+    a = Member(pg_dsn, "node-a", lease_ms=60_000)  # a lease far longer than the test
+    try:
+        a.leases.join()
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])  # a process of this host, ended
+        dead.wait()
+        assert a.leases.process, "this host's processes can be told (Linux /proc)"
+        scope = a.leases.process.rsplit("|", 2)[0]
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(b"UPDATE tn_nodes SET process = %s WHERE node = 'node-a'",
+                         (f"{scope}|{dead.pid}|1",))
+        started = time.monotonic()
+        Leases(a.store.link, "node-a", "again.local:7000", 60_000).join()
+        assert time.monotonic() - started < 5  # not the 60 s the row's renewals would be waited for
+    finally:
+        a.close()
 
 
 def test_a_version_1_database_migrates_forward_keeping_its_rows(pg_dsn: str) -> None:
@@ -159,6 +218,29 @@ def test_a_version_1_database_migrates_forward_keeping_its_rows(pg_dsn: str) -> 
         assert store.runtime_ids() == ["old"]
         leases = Leases(store.link, "node-a", "a:1", LEASE_MS)
         assert isinstance(leases.acquire("old"), Lease)
+        leases.close()
+    finally:
+        store.close()
+
+
+def test_a_version_4_database_migrates_to_leases_held_by_a_process(pg_dsn: str) -> None:
+    """Schema 5 adds the incarnation to leases and nodes: a lease written by an older daemon (no
+    incarnation) is nobody's process once it expires, and an unexpired one is still its holder's."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for step in MIGRATIONS[:4]:
+            for statement in step:
+                conn.execute(statement.encode())
+        conn.execute(b"INSERT INTO tn_meta (key, value) VALUES ('schema', '4')")
+        conn.execute(b"INSERT INTO tn_leases VALUES ('live', 'old', 'old:1', 3, now() + interval '1 hour'), "
+                     b"('gone', 'old', 'old:1', 5, now() - interval '1 second')")
+    store = PgStore(pg_dsn)
+    try:
+        assert sql(pg_dsn, "SELECT value FROM tn_meta WHERE key = 'schema'") == [("5",)]
+        leases = Leases(store.link, "old", "new:1", LEASE_MS)  # even under the old node id
+        held = leases.acquire("live")
+        assert isinstance(held, Held) and held.owner == "old"
+        taken = leases.acquire("gone")
+        assert isinstance(taken, Lease) and taken.epoch == 6
         leases.close()
     finally:
         store.close()

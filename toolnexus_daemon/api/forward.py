@@ -3,7 +3,9 @@
 Any daemon takes any call: when the engine answers ``Moved`` (the runtime's lease is held
 by a live daemon elsewhere), the call goes to the owner's advertised address with the
 caller's metadata (token, runtime key) and what is left of its deadline, and the owner's
-answer — reply, stream or error status — comes back unchanged. A forwarded call carries
+answer — reply, stream or error status — comes back unchanged. An owner without an address
+(started without ``--advertise``, listening on a wildcard or a unix socket only) cannot be
+forwarded to: the call is answered UNAVAILABLE naming it. A forwarded call carries
 ``x-toolnexus-forwarded-by``; a daemon that receives one for a runtime it does not own
 either answers UNAVAILABLE rather than forwarding again (the lease moved meanwhile: the
 caller's retry finds the new owner), so a call never circles.
@@ -15,6 +17,7 @@ certificate, so a cluster under mTLS works with one CA.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -78,6 +81,7 @@ class Forwarder:
                                             certificate_chain=self._tls.cert.read_bytes())
 
     def _metadata(self, context: aio.ServicerContext[Any, Any], moved: Moved) -> list[tuple[str, Any]]:
+        _reachable(moved)
         incoming = list(context.invocation_metadata() or ())
         if any(k == FORWARDED_BY for k, _ in incoming):
             raise moved  # forwarded here already: no second hop (UNAVAILABLE, the caller retries)
@@ -95,8 +99,7 @@ class Forwarder:
         except aio.AioRpcError as err:
             self._failed(err, moved)
             # a Watch ended for falling behind names the seq to resume after in its trailers
-            await context.abort(err.code(), err.details() or "", trailing_metadata=tuple(
-                (k, v) for k, v in err.trailing_metadata() or () if k == "x-toolnexus-resume-after-seq"))
+            await context.abort(err.code(), _told(err, moved), trailing_metadata=_resume_trailer(err))
             raise AssertionError("unreachable: context.abort raises") from err
         return reply
 
@@ -119,8 +122,7 @@ class Forwarder:
         except aio.AioRpcError as err:
             self._failed(err, moved)
             # a Watch ended for falling behind names the seq to resume after in its trailers
-            await context.abort(err.code(), err.details() or "", trailing_metadata=tuple(
-                (k, v) for k, v in err.trailing_metadata() or () if k == "x-toolnexus-resume-after-seq"))
+            await context.abort(err.code(), _told(err, moved), trailing_metadata=_resume_trailer(err))
         finally:
             stream.cancel()
 
@@ -152,6 +154,7 @@ class Forwarder:
                    timeout: float) -> Message:
         """A call this daemon makes itself (not on a caller's behalf) to ``moved``'s owner, such as
         an answer that came in through a link (``api.link_forward``); errors are the owner's."""
+        _reachable(moved)
         call = self._channel(moved.address).unary_unary(*_wire(method))
         self.forwarded += 1
         try:
@@ -166,3 +169,35 @@ class Forwarder:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+
+
+def _reachable(moved: Moved) -> None:
+    """An owner with no address (a daemon started without ``--advertise`` on a wildcard or unix
+    listener) cannot be forwarded to: the caller hears so (UNAVAILABLE), and its retry reaches the
+    runtime once that daemon stops and another takes it over, or when sent to that daemon."""
+    if not moved.address:
+        raise moved
+
+
+# how gRPC words a channel that reached nobody (as opposed to an UNAVAILABLE the owner answered)
+_NO_ANSWER = ("failed to connect", "connection refused", "socket closed", "connection reset",
+              "connections to all backends failing", "unavailable to connect")
+
+
+def _resume_trailer(err: aio.AioRpcError) -> tuple[tuple[str, str | bytes], ...]:
+    """The owner's ``x-toolnexus-resume-after-seq`` trailer, passed on to the caller."""
+    return tuple((k, v) for k, v in err.trailing_metadata() or () if k == "x-toolnexus-resume-after-seq")
+
+
+def _told(err: aio.AioRpcError, moved: Moved) -> str:
+    """The owner's error as the caller hears it: unchanged, unless the owner could not be reached
+    at all — then what that means (a takeover once its lease runs out) rather than a bare
+    transport error naming an address the caller never dialled."""
+    details = err.details() or ""
+    if err.code() is not grpc.StatusCode.UNAVAILABLE or not any(m in details.lower() for m in _NO_ANSWER):
+        return details
+    left = max(0.0, moved.expires_at - time.monotonic()) if moved.expires_at else 0.0
+    when = f"within {left:.1f} s" if moved.expires_at else "within one lease"
+    return (f'runtime "{moved.runtime_id}" is owned by daemon {moved.owner} at {moved.address}, which does '
+            f"not answer ({details.split(';')[0][:120]}); if it is gone, its lease runs out {when} and any "
+            "daemon then takes the runtime over: retry then")

@@ -74,11 +74,19 @@ class CommitGuard(Protocol):
     def check(self, runtime_id: str, batch: Batch) -> None: ...
     def refused(self, runtime_id: str, error: StoreError) -> None: ...
 
+    def act(self, runtime_id: str) -> None:
+        """Asked before every model and tool call of the runtime: raises when this daemon may no
+        longer act for it (the cluster's ``ownership.LeaseGuard``: its lease went stale)."""
+        ...
+
 
 class AllowAll:
     """The default ``CommitGuard``: every commit may proceed (one daemon, no leases)."""
 
     def check(self, runtime_id: str, batch: Batch) -> None:
+        return None
+
+    def act(self, runtime_id: str) -> None:
         return None
 
     def refused(self, runtime_id: str, error: StoreError) -> None:
@@ -249,6 +257,8 @@ class Committer:
             raise
         batch = to_batch(host.id, change, host.record() if change.runtime else None)
         item = _Queued(log, change, batch, asyncio.get_running_loop().create_future())
+        # a caller stopped before it awaited (a turn given up) leaves no unretrieved refusal behind
+        item.done.add_done_callback(_retrieve)
         self._queue.append(item)
         log.last = item.done
         if self._drain is None or self._drain.done():
@@ -369,3 +379,8 @@ def _merge(into: Batch, later: Batch) -> None:
     into.events += later.events
     into.drop_events += later.drop_events
     into.fences += later.fences
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -29,6 +29,12 @@ from .landing import Landing
 from .requests import RequestIndex
 
 
+class ActGuard(Protocol):
+    """Asked before every model and tool call (the ``CommitGuard``'s side that turns see)."""
+
+    def act(self, runtime_id: str) -> None: ...
+
+
 class Deps(Protocol):
     """The outside world a runtime talks to (``RuntimeDeps`` is the concrete record)."""
 
@@ -46,6 +52,8 @@ class Deps(Protocol):
     def limits(self) -> PeerLimits: ...
     @property
     def answer_base(self) -> str: ...
+    @property
+    def guard(self) -> ActGuard: ...
 
 
 class RuntimeContext(Protocol):

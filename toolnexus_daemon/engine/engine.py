@@ -42,6 +42,9 @@ from .runtime import Runtime, RuntimeDeps
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
+# why a runtime's streams and calls end when this daemon's lease on it went stale
+STALE = ("this daemon could not renew its lease on the runtime in time (its database did not answer, or it "
+         "was paused); another daemon serves the runtime once the lease lapses")
 # added to a retired transport's whole-call timeout before it is closed
 RETIRE_SLACK_S = 5.0
 
@@ -139,6 +142,11 @@ class Engine:
         (exactly as at a start, for this runtime only) when no live daemon owns it, else ``Moved``
         naming its owner (UNAVAILABLE; the API layer forwards the call there)."""
         rt = self._runtimes.get(runtime_id)
+        if rt is not None and self.ownership is not None:
+            fence = _fence_of(rt)
+            if fence is not None and not self.ownership.fresh(fence):
+                self._stale(runtime_id, fence)  # no read of a state another daemon may have moved past
+                rt = None
         if rt is not None or self.ownership is None or not runtime_id or runtime_id in self._damaged:
             return self.runtime(runtime_id)
         # a take-over runs to its end (``detached``): a lease taken and turns recovered halfway would
@@ -155,7 +163,7 @@ class Engine:
                 raise FailedPrecondition("the daemon is shutting down")
             claim = await self.ownership.claim(runtime_id)
             if isinstance(claim, Elsewhere):
-                raise Moved(runtime_id, claim.owner, claim.address)
+                raise Moved(runtime_id, claim.owner, claim.address, claim.expires_at)
             adopted = await self._adopt(runtime_id, claim.fence)
             if adopted is None:
                 await self.ownership.release(runtime_id)
@@ -191,7 +199,8 @@ class Engine:
             return False
         return True
 
-    def lost(self, runtime_id: str, fence: Fence | None = None) -> None:
+    def lost(self, runtime_id: str, fence: Fence | None = None,
+             why: str = "the runtime moved to another daemon of the cluster") -> None:
         """Another daemon owns ``runtime_id`` now (a fenced commit or a renewal said so): forget it
         here and never write for it again. Its watchers end UNAVAILABLE and reconnect.
 
@@ -208,12 +217,17 @@ class Engine:
         rt = self._runtimes.pop(runtime_id)
         log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
         self.deadlines.forget(runtime_id)
-        rt.lifetime.retire("the runtime moved to another daemon of the cluster")
+        rt.lifetime.retire(why)
         for listener in self.lost_listeners:
             listener(runtime_id)
         task = asyncio.get_running_loop().create_task(self._forget(rt))
         self._forgetting.add(task)
         task.add_done_callback(self._forgetting.discard)
+
+    def lapsed(self, runtime_id: str) -> None:
+        """This daemon's lease on ``runtime_id`` went stale and was given up (the membership's timer):
+        forget the runtime as a lost one, telling its callers why."""
+        self.lost(runtime_id, None, STALE)
 
     async def _forget(self, rt: Runtime) -> None:
         await rt.lifetime.stop()
@@ -250,10 +264,24 @@ class Engine:
         return self.committer.stats()
 
     def _guard_for(self, fence: Fence | None) -> CommitGuard:
-        """What a runtime's commits are conditional on: its lease in a cluster, nothing outside one."""
-        if fence is None:
+        """What a runtime's commits and actions are conditional on: its lease in a cluster, nothing
+        outside one."""
+        if fence is None or self.ownership is None:
             return AllowAll()
-        return LeaseGuard(fence, lambda runtime_id: self._fenced(runtime_id, fence))
+        return LeaseGuard(fence, lambda runtime_id: self._fenced(runtime_id, fence), self.ownership.fresh,
+                          lambda runtime_id: self._stale(runtime_id, fence))
+
+    def _stale(self, runtime_id: str, fence: Fence) -> None:
+        """``fence``'s lease was not renewed in time: this process stops acting for the runtime (the
+        renewal loop gives it up at the same moment; this is the check made just before acting)."""
+        assert self.ownership is not None
+        current = self._runtimes.get(runtime_id)
+        if current is None or _fence_of(current) != fence:
+            return
+        log.warning("runtime lease not renewed in time; this daemon stops serving the runtime",
+                    extra={"runtime": runtime_id, "epoch": fence.epoch})
+        self.ownership.give_up(runtime_id)
+        self.lost(runtime_id, fence, STALE)
 
     def _deps(self, llm: LlmConfig, fence: Fence | None) -> RuntimeDeps:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
@@ -324,7 +352,7 @@ class Engine:
                 pass
         claim = await self.ownership.claim(runtime_id)
         if isinstance(claim, Elsewhere):
-            raise Moved(runtime_id, claim.owner, claim.address)
+            raise Moved(runtime_id, claim.owner, claim.address, claim.expires_at)
         return claim.fence
 
     async def _reattach(self, rt: Runtime, agents: list[AgentDef], llm: LlmConfig,

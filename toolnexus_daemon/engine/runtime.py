@@ -24,6 +24,7 @@ from ..errors import (
     InvalidArgument,
     OutOfRange,
     ResourceExhausted,
+    Unavailable,
 )
 from ..events import EventBus
 from ..llm.base import ModelTransport
@@ -288,8 +289,12 @@ class Runtime:
     async def durable(self) -> None:
         """Wait until every change made so far is on disk (before reporting state to a client); the
         handles of a change refused meanwhile are reloaded from the store (``StoreUnavailable``
-        while it cannot be read: never a state that was not recorded)."""
+        while it cannot be read: never a state that was not recorded). In a cluster, UNAVAILABLE if
+        this daemon gave the runtime up meanwhile: its memory may be older than what the next owner
+        committed."""
         await self._log.barrier()
+        if self.lifetime.retired:
+            raise Unavailable(f"{self.lifetime.retired}; retry the call")
         self.table.settle_restores()
 
     def snapshot(self, handle_id: str) -> Handle:

@@ -217,6 +217,7 @@ async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | No
     inv = ToolInvocation(runtime_id=rt.id, handle=h.id, call_id=call.call_id, tool=tool,
                          arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
     deadline_ms = tool.deadline_ms or rt.deps.limits.tool_deadline_ms
+    rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
     try:
         result = await rt.deps.clock.wait_for(executor.invoke(inv), deadline_ms / 1000)
     except TimeoutError:

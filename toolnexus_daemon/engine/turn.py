@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..bounds import PeerDataError, check_reply, parse_arguments
@@ -163,9 +164,10 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=call_id,
                            body=_request_body(rt, h, landing), take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
-                           sleep=slot.sleep_outside)
+                           sleep=_acting_after(rt, slot.sleep_outside))
     try:
         async with slot:
+            rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
             reply = await rt.deps.model.complete(request)
     except ModelError:
         await landed(landing)  # a store refusal is the turn's failure, not the model's
@@ -177,6 +179,18 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
     except PeerDataError as exc:  # the turn ends error naming the problem; nothing is committed
         raise ModelError(str(exc)) from None
     return reply
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _acting_after(rt: RuntimeContext, sleep: Sleep) -> Sleep:
+    """The transport's wait between attempts, after which the next attempt may go out only while this
+    daemon still owns the runtime (in a cluster: a pause or a partition may have lasted past the lease)."""
+    async def sleep_then_check(seconds: float) -> None:
+        await sleep(seconds)
+        rt.deps.guard.act(rt.id)
+    return sleep_then_check
 
 
 def with_usage(reply: ModelReply, body: JSON) -> ModelReply:

@@ -28,13 +28,14 @@ HandleKey = tuple[str, str]
 
 @dataclass(frozen=True)
 class Fence:
-    """A commit's condition in a cluster: ``owner`` still holds the lease of ``runtime_id`` at
-    ``epoch``. Checked in the commit's own transaction; a store of one daemon (LMDB, memory)
-    has no leases and ignores it."""
+    """A commit's condition in a cluster: ``owner``'s process ``incarnation`` still holds the lease
+    of ``runtime_id`` at ``epoch``. Checked in the commit's own transaction; a store of one daemon
+    (LMDB, memory) has no leases and ignores it."""
 
     runtime_id: str
     owner: str
     epoch: int
+    incarnation: str = ""
 
 
 @dataclass

@@ -32,8 +32,7 @@ def open_store(settings: Settings, *, wait_s: float | None = None) -> Store:
     delay = 0.1
     while True:
         try:
-            return PgStore(settings.store, password=settings.store_password, sync=settings.sync,
-                           exclusive=not settings.clustered)
+            return PgStore(settings.store, password=settings.store_password, sync=settings.sync)
         except StoreUnavailable as exc:
             if deadline is not None and time.monotonic() + delay > deadline:
                 raise

@@ -67,12 +67,14 @@ class Link:
     def on_change(self, listener: StateListener) -> None:
         self._listeners.append(listener)
 
-    def connect(self, *, autocommit: bool) -> psycopg.Connection[tuple[object, ...]]:
-        """A new connection (synchronous_commit per ``sync``); raises ``StoreUnavailable`` when it cannot."""
+    def connect(self, *, autocommit: bool,
+                extra: dict[str, object] | None = None) -> psycopg.Connection[tuple[object, ...]]:
+        """A new connection (synchronous_commit per ``sync``; ``extra``: more connection parameters);
+        raises ``StoreUnavailable`` when it cannot."""
         if not self._up:
             raise self.unavailable()
         try:
-            return self._open(autocommit)
+            return self._open(autocommit, extra)
         except psycopg.Error as exc:
             raise self.failed(exc) from exc
 
@@ -83,10 +85,11 @@ class Link:
         except psycopg.Error as exc:
             raise self.failed(exc) from exc
 
-    def _open(self, autocommit: bool) -> psycopg.Connection[tuple[object, ...]]:
+    def _open(self, autocommit: bool,
+              extra: dict[str, object] | None = None) -> psycopg.Connection[tuple[object, ...]]:
         kwargs: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1,
                                      "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-                                     "application_name": application_name()}
+                                     "application_name": application_name(), **(extra or {})}
         if self._password is not None:
             kwargs["password"] = self._password
         conn = psycopg.connect(self.dsn, autocommit=True, **kwargs)  # type: ignore[arg-type]
@@ -158,7 +161,7 @@ class Link:
 
 def application_name() -> str:
     """How the daemon's sessions appear in ``pg_stat_activity`` (63 bytes at most, as PostgreSQL keeps):
-    enough to find the holder of a database (``pg_owner``)."""
+    enough to tell which daemon a session belongs to."""
     return f"toolnexus-daemon pid={os.getpid()} host={socket.gethostname()}"[:63]
 
 
@@ -200,8 +203,8 @@ class OneConnection:
     idempotent upsert or delete. Errors leave as ``StoreError`` (``Link.failed``).
     """
 
-    def __init__(self, link: Link) -> None:
-        self._link = link
+    def __init__(self, link: Link, extra: dict[str, object] | None = None) -> None:
+        self._link, self._extra = link, extra
         self._conn: Conn | None = None
         self._generation = -1
 
@@ -224,7 +227,7 @@ class OneConnection:
             return conn, False
         self.close()
         generation = self._link.generation
-        self._conn = self._link.connect(autocommit=True)
+        self._conn = self._link.connect(autocommit=True, extra=self._extra)
         self._generation = generation
         return self._conn, True
 

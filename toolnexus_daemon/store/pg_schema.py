@@ -20,7 +20,7 @@ import psycopg
 
 from ..errors import FormatTooNew
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # the SQLSTATE tn_fence raises when a commit's lease no longer holds (a class of our own)
 FENCE_SQLSTATE = "TN001"
 _LOCK_KEY = 0x746E7363  # "tnsc": the advisory lock that serialises migrations
@@ -87,6 +87,23 @@ MIGRATIONS: list[list[str]] = [
                 EXCEPTION WHEN others THEN NULL;
                 END;
               END LOOP;
+            END $$""",
+    ],
+    [  # 5: a lease and a node row belong to one process of a node (its incarnation, new at every
+        # start), and the fence checks it: a second process under the same node id owns nothing
+        "ALTER TABLE tn_leases ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT ''",
+        "ALTER TABLE tn_nodes ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT ''",
+        # which OS process the incarnation is (``process_id``): a dead one on the same host is told
+        "ALTER TABLE tn_nodes ADD COLUMN IF NOT EXISTS process text NOT NULL DEFAULT ''",
+        f"""CREATE OR REPLACE FUNCTION tn_fence(p_rid text, p_owner text, p_incarnation text, p_epoch bigint)
+            RETURNS void LANGUAGE plpgsql AS $$
+            BEGIN
+              PERFORM 1 FROM tn_leases WHERE rid = p_rid AND owner = p_owner AND incarnation = p_incarnation
+                AND epoch = p_epoch FOR SHARE;
+              IF NOT FOUND THEN
+                RAISE EXCEPTION 'the lease of runtime % at epoch % is no longer held by % (process %)',
+                  p_rid, p_epoch, p_owner, p_incarnation USING ERRCODE = '{FENCE_SQLSTATE}';
+              END IF;
             END $$""",
     ],
 ]

@@ -30,7 +30,6 @@ from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Stor
 from .codec import FORMAT_VERSION, Table
 from .lmdb_write import WriterStats
 from .pg_link import Link, OneConnection
-from .pg_owner import OwnerLock
 from .pg_write import PgWriter, prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
@@ -40,24 +39,17 @@ Conn = psycopg.Connection[tuple[object, ...]]
 class PgStore:
     """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
 
-    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
-                 exclusive: bool = True) -> None:
-        """``exclusive``: hold the one-daemon-per-database lock (``pg_owner``); a member of a
-        cluster shares the database and fences its commits with runtime leases instead."""
+    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True) -> None:
+        """Any number of daemons may open one database: each runtime's writes are fenced by its
+        lease (``pg_lease``), which every daemon on PostgreSQL holds for the runtimes it serves."""
         self.link = Link(dsn, password=password, sync=sync)
         self._lock = threading.Lock()
         self._conn = OneConnection(self.link)
-        self._owner = OwnerLock(self.link)
         try:
-            if exclusive:
-                self._owner.take()
             before, after = self._conn.run(lambda conn: pg_schema.migrate(conn, self.link.name))
         except BaseException:
-            self._owner.release()
             self._conn.close()
             raise
-        if exclusive:
-            self.link.before_up = lambda: self._owner.take(wait_s=0)
         if before == 0:
             log.info("store schema created", extra={"store": self.link.redacted, "version": after})
         elif before != after:
@@ -207,7 +199,6 @@ class PgStore:
         self.link.close()
         with self._lock:
             self._conn.close()
-        self._owner.release()
 
     # ----------------------------------------------------------------- helpers
 

@@ -69,8 +69,9 @@ def prepare(batch: Batch) -> list[Step]:
     steps: list[Step] = []
     # the fence first: FOR SHARE holds the lease row until COMMIT, so a takeover waits for this
     # transaction and the next fenced commit of the old owner fails
-    fences = [(f.runtime_id, f.owner, f.epoch) for f in batch.fences if codec.runtime_key(f.runtime_id)]
-    steps.append(("SELECT tn_fence(%s, %s, %s)", fences))
+    fences = [(f.runtime_id, f.owner, f.incarnation, f.epoch) for f in batch.fences
+              if codec.runtime_key(f.runtime_id)]
+    steps.append(("SELECT tn_fence(%s, %s, %s, %s)", fences))
     purge = [(rid,) for rid in batch.purge if codec.runtime_key(rid)]
     steps += [(f"DELETE FROM {table} WHERE rid = %s", purge) for table in RUNTIME_TABLES if purge]
     runtimes = {(rid, ""): rec for rid, rec in batch.runtimes.items()}
