@@ -16,7 +16,8 @@ database server in the middle of turns instead of a kill: the daemons keep
 running and must continue every turn by themselves once it is back.
 
     .venv/bin/python scripts/chaos.py [--kills 200] [--seed N] [--store lmdb|postgresql]
-                                      [--cluster] [--database-every N] [--work-dir DIR]
+                                      [--cluster [--faults kill,stop,stall]] [--database-every N]
+                                      [--work-dir DIR]
                                       [--keep-copies]
 """
 
@@ -52,6 +53,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--store", choices=("lmdb", "postgresql"),
                    default=env.get("TOOLNEXUS_CHAOS_STORE") or "lmdb",
                    help="where the daemon keeps its state (default lmdb; postgresql starts a server)")
+    p.add_argument("--faults", default=env.get("TOOLNEXUS_CHAOS_FAULTS") or "kill,stop,stall",
+                   help="with --cluster: the faults to draw from, comma-separated, of kill (kill -9), "
+                        "stop (SIGSTOP past the lease, then SIGCONT) and stall (the daemon's database "
+                        "connections black-holed past the lease); default all three")
     p.add_argument("--cluster", action="store_true",
                    help="three daemons on one PostgreSQL database, the kills spread over them and every "
                         "call sent to a daemon picked at random (implies --store postgresql)")
@@ -68,8 +73,10 @@ def run_cluster(args: argparse.Namespace, work: Path) -> int:
     from tests.support.pg_fixtures import shared_server
 
     dsn = shared_server().create_database()
-    print(f"chaos: cluster, {args.kills} kills, seed {args.seed}, work dir {work}", flush=True)
-    cfg = ClusterChaosConfig(work_dir=work, dsn=dsn, seed=args.seed, kills=args.kills,
+    kinds = tuple(k for k in args.faults.split(",") if k)
+    print(f"chaos: cluster, {args.kills} faults ({', '.join(kinds)}), seed {args.seed}, work dir {work}",
+          flush=True)
+    cfg = ClusterChaosConfig(work_dir=work, dsn=dsn, seed=args.seed, kills=args.kills, fault_kinds=kinds,
                              runtimes=args.runtimes, deadline_s=120 + 4 * args.kills,
                              database=shared_server(), database_every=args.database_every)
     report = run_cluster_chaos(cfg, [free_port() for _ in range(cfg.nodes)])

@@ -1,11 +1,20 @@
-"""The chaos run for a cluster: three daemons on one PostgreSQL database, kill -9 spread over them.
+"""The chaos run for a cluster: three daemons on one PostgreSQL database, faults spread over them.
 
 Every daemon listens on a fixed loopback port, so a killed one comes back on the same
-address. Lanes of top-level handles (one per lane, spawned before any kill) cycle: Wake,
-Wait until the approval webhook suspends the turn, Resume, Wait until done — each call
-sent to a daemon picked at random and retried on UNAVAILABLE, as a client of any replica
-would. The killer picks a random daemon, kills it and starts it again a moment later;
-meanwhile the survivors take its runtimes over. Afterwards:
+address, and reaches the database through a proxy of its own that can stall. Lanes of
+top-level handles (one per lane, spawned before any fault) cycle: Wake, Wait until the
+approval webhook suspends the turn, Resume, Snapshot, Wait until done — each call sent to a
+daemon picked at random and retried on UNAVAILABLE, as a client of any replica would. The
+faulter picks a random daemon and one of three faults:
+
+- ``kill``: ``kill -9``, started again a moment later;
+- ``stop``: ``SIGSTOP`` past its lease, then ``SIGCONT`` (a paused process, a long GC, a VM
+  migration): the survivors take its runtimes over while it sleeps, and when it wakes it must
+  not act on them;
+- ``stall``: its database connections black-holed past its lease (nothing forwarded, nothing
+  dropped, no error), then let through again: the cut-off owner must stop serving on its own.
+
+Afterwards:
 
 - every runtime's event log, read through a random daemon, is gapless and in order;
 - every acknowledged cycle is in the log (a done result after its resume) and every handle
@@ -27,7 +36,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import signal
 import threading
 import time
 from collections import defaultdict
@@ -41,6 +52,7 @@ import grpc
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, openai_llm
 from tests.support.pg import PgServer
+from tests.support.stall_proxy import StallProxy
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer
@@ -55,6 +67,7 @@ FINISH_S = 30.0
 # how long a database restart keeps the server down (seconds, from .. to), on top of the stop and
 # start themselves: mostly shorter than a lease, so the owners keep their runtimes through it
 DATABASE_DOWN_S = (0.1, 0.5)
+FAULT_KINDS = ("kill", "stop", "stall")
 
 
 @dataclass(frozen=True)
@@ -71,13 +84,15 @@ class ClusterChaosConfig:
     # the server of ``dsn``: every ``database_every``-th fault restarts it instead of a kill
     database: PgServer | None = None
     database_every: int = 5
+    # the faults to draw from, each equally likely
+    fault_kinds: tuple[str, ...] = FAULT_KINDS
 
 
 @dataclass
 class ClusterChaosReport:
     seed: int
     kills: int = 0
-    database_restarts: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
     cycles: int = 0
     resumes: int = 0
     retries: int = 0
@@ -85,6 +100,8 @@ class ClusterChaosReport:
     executions: int = 0
     reexecutions: int = 0
     events: int = 0
+    reads: int = 0
+    stale_reads: int = 0
     violations: list[str] = field(default_factory=list)
     # the daemons' last log lines about each lane that did not finish: what CI shows of a loss
     clues: list[str] = field(default_factory=list)
@@ -95,15 +112,16 @@ class ClusterChaosReport:
         return len(self.violations)
 
     def render(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.by_kind.items()))
         lines = [f"cluster chaos seed {self.seed} (replay with TOOLNEXUS_CHAOS_SEED={self.seed})",
-                 f"  kills survived      {self.kills}  (database restarts among them: "
-                 f"{self.database_restarts})",
+                 f"  faults survived     {self.kills} ({kinds})",
                  f"  cycles completed    {self.cycles}",
                  f"  resumes             {self.resumes} acknowledged, {self.retries} calls retried, "
                  f"{self.duplicates} answered duplicate",
                  f"  events              {self.events}",
+                 f"  reads checked       {self.reads}, {self.stale_reads} stale",
                  f"  approved executions {self.executions}, {self.reexecutions} re-run "
-                 "(each in flight at a kill)",
+                 "(each in flight at a fault or a take-over)",
                  f"  losses              {self.losses}",
                  f"  duration            {self.duration_s:.1f} s"]
         return "\n".join(lines + [f"  ! {v}" for v in self.violations[:50]]
@@ -137,12 +155,18 @@ def approve_every_turn(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class Cluster:
-    """The daemons, each on a fixed port; ``stub()`` picks a live one at random."""
+    """The daemons, each on a fixed port and behind a database proxy of its own; ``stub()`` picks
+    a live one at random."""
 
     def __init__(self, cfg: ClusterChaosConfig, ports: list[int]) -> None:
-        self.procs = [DaemonProcess(cfg.work_dir / f"n{i}", "--store", cfg.dsn, "--advertise", "127.0.0.1:0",
-                                    "--node-id", f"n{i}", "--lease-ms", str(cfg.lease_ms),
-                                    listen=(f"127.0.0.1:{port}",)) for i, port in enumerate(ports)]
+        self.proxies: list[StallProxy] = []
+        self.procs: list[DaemonProcess] = []
+        for i, port in enumerate(ports):
+            proxy, dsn = StallProxy.for_dsn(cfg.dsn)
+            self.proxies.append(proxy)
+            self.procs.append(DaemonProcess(cfg.work_dir / f"n{i}", "--store", dsn, "--advertise",
+                                            "127.0.0.1:0", "--node-id", f"n{i}", "--lease-ms",
+                                            str(cfg.lease_ms), listen=(f"127.0.0.1:{port}",)))
         self.targets = [f"127.0.0.1:{port}" for port in ports]
         self._channels = [grpc.insecure_channel(t) for t in self.targets]
         self.stubs = [pb_grpc.AgentRuntimeStub(c) for c in self._channels]
@@ -150,11 +174,41 @@ class Cluster:
     def stub(self, rng: random.Random) -> pb_grpc.AgentRuntimeStub:
         return rng.choice(self.stubs)
 
+    def fault(self, kind: str, node: int, lease_s: float, rng: random.Random) -> None:
+        """One fault on one daemon, over when this returns (the daemon serving, or back from its
+        pause or its cut)."""
+        proc, proxy = self.procs[node], self.proxies[node]
+        if kind == "kill":
+            proc.kill9()
+            time.sleep(rng.uniform(0, lease_s))
+            proc.start()
+        elif kind == "stop":
+            assert proc.proc is not None
+            os.kill(proc.proc.pid, signal.SIGSTOP)
+            try:
+                time.sleep(rng.uniform(1.5, 2.5) * lease_s)
+            finally:
+                os.kill(proc.proc.pid, signal.SIGCONT)
+        elif kind == "stall":
+            proxy.stall()
+            try:
+                time.sleep(rng.uniform(1.5, 2.5) * lease_s)
+            finally:
+                proxy.resume()
+        else:
+            raise ValueError(f"unknown fault {kind!r}: want one of {', '.join(FAULT_KINDS)}")
+
     def close(self) -> None:
         for channel in self._channels:
             channel.close()
+        for proxy in self.proxies:
+            proxy.resume()
         for proc in self.procs:
+            if proc.proc is not None and proc.proc.poll() is None:
+                os.kill(proc.proc.pid, signal.SIGCONT)
             proc.stop()
+        for proxy in self.proxies:
+            proxy.close()
 
 
 class Lane(threading.Thread):
@@ -167,6 +221,10 @@ class Lane(threading.Thread):
         self.rng, self.stop_cycles, self.report, self.deadline = random.Random(seed), stop, report, deadline
         self.cycles = 0
         self.error: BaseException | None = None
+        # what this lane's acknowledged calls and completed reads established: a read that began
+        # after them must not show less
+        self.answered: set[str] = set()
+        self.turns_seen = 0
 
     def run(self) -> None:
         try:
@@ -188,10 +246,34 @@ class Lane(threading.Thread):
                 self.report.retries += 1
                 time.sleep(0.05)
 
+    def _stale(self, what: str) -> None:
+        self.report.stale_reads += 1
+        self.report.violations.append(f"{self.handle}: stale read: {what}")
+
+    def _read_wait(self, request: pb.WaitRequest) -> pb.TaskResult:
+        answered = set(self.answered)  # what was acknowledged before this read began
+        result: pb.TaskResult = self._call(lambda s: s.Wait(request, timeout=10))
+        self.report.reads += 1
+        if result.status == "pending" and result.pending.id in answered:
+            self._stale(f"Wait shows {result.pending.id} pending after its answer was acknowledged")
+        return result
+
+    def _read_snapshot(self) -> pb.HandleSnapshot:
+        answered, turns = set(self.answered), self.turns_seen
+        request = pb.SnapshotRequest(runtime_id=self.rid, handle=self.handle)
+        snap: pb.HandleSnapshot = self._call(lambda s: s.Snapshot(request, timeout=10))
+        self.report.reads += 1
+        if snap.state == "suspended" and snap.pending.id in answered:
+            self._stale(f"Snapshot shows {snap.pending.id} open after its answer was acknowledged")
+        if snap.turns_total < turns:
+            self._stale(f"Snapshot shows {snap.turns_total} turns after a read showed {turns}")
+        self.turns_seen = max(self.turns_seen, snap.turns_total)
+        return snap
+
     def _wait(self, want: str) -> pb.TaskResult:
         request = pb.WaitRequest(runtime_id=self.rid, handle=self.handle, timeout_ms=5000)
         while True:
-            result: pb.TaskResult = self._call(lambda s: s.Wait(request, timeout=10))
+            result = self._read_wait(request)
             if result.status == want:
                 return result
             if time.monotonic() > self.deadline:
@@ -207,20 +289,22 @@ class Lane(threading.Thread):
         pending = self._wait("pending")
         answer = pb.ResumeRequest(runtime_id=self.rid, answer=pb.Answer(id=pending.pending.id, ok=True))
         out = self._call(lambda s: s.Resume(answer, timeout=20))
+        self.answered.add(pending.pending.id)
         self.report.resumes += 1
         self.report.duplicates += int(out.duplicate)
+        self._read_snapshot()
         if out.result.status != "done":
             self._wait("done")
 
 
 def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaosReport:
-    """Build the cluster, kill ``cfg.kills`` times, finish the lanes, check; always tears down."""
+    """Build the cluster, inject ``cfg.kills`` faults, finish the lanes, check; always tears down."""
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     report = ClusterChaosReport(seed=cfg.seed)
     started = time.monotonic()
     rng = random.Random(cfg.seed)
     ledger = Ledger()
-    kills: list[tuple[float, float]] = []  # (killed at, serving again at), wall clock
+    kills: list[tuple[float, float]] = []  # (fault began, fault over), wall clock
     with ScriptedModelServer() as model:
         model.route(LEDGER_PATH, ledger.serve)
         model.script = approve_every_turn
@@ -228,24 +312,22 @@ def run_cluster_chaos(cfg: ClusterChaosConfig, ports: list[int]) -> ClusterChaos
         try:
             for proc in cluster.procs:
                 proc.start()
-            lanes = _lanes(cluster, cfg, model, report, rng, math.inf)  # no deadline while the kills run
+            lanes = _lanes(cluster, cfg, model, report, rng, math.inf)  # no deadline while the faults run
             for index in range(cfg.kills):
                 time.sleep(rng.uniform(0.2, 1.0))
                 every = cfg.database_every
                 if cfg.database is not None and every > 0 and index % every == every // 2:
+                    kind = "database restart"
                     kills.append(_restart_database(cfg.database, rng))
-                    report.database_restarts += 1
-                    report.kills += 1
-                    continue
-                proc = rng.choice(cluster.procs)
-                killed = time.time()
-                proc.kill9()
-                time.sleep(rng.uniform(0, cfg.lease_ms / 1000))
-                proc.start()
-                kills.append((killed, time.time()))
+                else:
+                    kind = rng.choice(cfg.fault_kinds)
+                    began = time.time()
+                    cluster.fault(kind, rng.randrange(len(cluster.procs)), cfg.lease_ms / 1000, rng)
+                    kills.append((began, time.time()))
                 report.kills += 1
+                report.by_kind[kind] = report.by_kind.get(kind, 0) + 1
             finish_by = max(started + cfg.deadline_s, time.monotonic() + FINISH_S)
-            for lane in lanes:  # the last cycles get time of their own however long the kills took
+            for lane in lanes:  # the last cycles get time of their own however long the faults took
                 lane.deadline = finish_by
                 lane.stop_cycles.set()
             for lane in lanes:
@@ -331,7 +413,7 @@ def _check_lane(cluster: Cluster, lane: Lane, events: list[pb.Event], report: Cl
 
 def _check_ledger(ledger: Ledger, done_at: dict[str, float], kills: list[tuple[float, float]],
                   takeovers: dict[str, list[float]], report: ClusterChaosReport) -> None:
-    """An approved call that ran twice must have had a kill, or a take-over of its runtime, between
+    """An approved call that ran twice must have had a fault, or a take-over of its runtime, between
     its first run and its result's commit; otherwise a completed call ran again. (A loaded machine
     can starve a live owner past its lease: the runtime is taken over without a kill, and the old
     owner's run of the call in flight never commits its result.)"""
