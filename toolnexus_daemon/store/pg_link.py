@@ -34,6 +34,9 @@ log = logging.getLogger("toolnexus_daemon.store")
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
 CONNECT_TIMEOUT_S = 5
+# how long sent data may stay unacknowledged before the kernel drops the connection (TCP only): a
+# database black-holed mid-statement fails the statement instead of hanging until keepalives notice
+TCP_USER_TIMEOUT_MS = 20_000
 
 
 StateListener = Callable[[bool], None]
@@ -89,6 +92,7 @@ class Link:
               extra: dict[str, object] | None = None) -> psycopg.Connection[tuple[object, ...]]:
         kwargs: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1,
                                      "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+                                     "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
                                      "application_name": application_name(), **(extra or {})}
         if self._password is not None:
             kwargs["password"] = self._password
