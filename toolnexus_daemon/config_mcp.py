@@ -43,7 +43,8 @@ def add_flags(g: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
     g.set_defaults(mcp_expose_env=env.get("TOOLNEXUS_MCP_EXPOSE", ""))
 
 
-def mcp(parser: argparse.ArgumentParser, ns: argparse.Namespace, tls: bool, insecure: bool) -> McpServe | None:
+def mcp(parser: argparse.ArgumentParser, ns: argparse.Namespace, tls: bool,
+        insecure: bool) -> McpServe | None:
     """The checked MCP server settings, or None when no listener is asked for."""
     listen = ns.mcp_listen.strip()
     expose = [r.strip() for r in (ns.mcp_expose or ns.mcp_expose_env.split(",")) if r.strip()]

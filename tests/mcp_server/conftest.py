@@ -92,8 +92,26 @@ async def mcp_session(url: str, token: str | None = TOKEN, **kwargs: Any) -> Asy
         yield session
 
 
+async def call_as_task(session: ClientSession, tool: str, prompt: str, ttl_ms: int = 60_000) -> Any:
+    """A task-augmented ``tools/call``, as the specification defines it. The SDK's client (2.3.0)
+    checks every ``tools/call`` reply against ``CallToolResult``, so it cannot take the
+    ``CreateTaskResult`` the specification answers with: this sends the request through the
+    session's own dispatcher and stamp (the same path ``send_request`` takes) and parses the reply
+    with the SDK's ``CreateTaskResult``."""
+    import mcp_types as types
+
+    request = types.CallToolRequest(params=types.CallToolRequestParams(
+        name=tool, arguments={"prompt": prompt}, task=types.TaskMetadata(ttl=ttl_ms)))
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    opts: dict[str, Any] = {"headers": {"Mcp-Name": tool}}
+    session._stamp(data, opts)  # type: ignore[arg-type]  # the negotiated version's headers
+    raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # type: ignore[arg-type]
+    return types.CreateTaskResult.model_validate(raw, by_name=False).task
+
+
 async def post_status(url: str, headers: dict[str, str]) -> int:
     """The status of a POST to ``url`` with ``headers`` (the token check comes before any MCP)."""
     async with httpx2.AsyncClient() as http:
-        reply = await http.post(url, json={}, headers={**headers, "Accept": "application/json, text/event-stream"})
+        accept = {"Accept": "application/json, text/event-stream"}
+        reply = await http.post(url, json={}, headers={**headers, **accept})
         return reply.status_code

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from .edge import Edge
 
-TASKS_CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+TASKS_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
 
 class TaskBridge:
@@ -46,7 +46,8 @@ class TaskBridge:
         if method == "tasks/get":
             return _wire(await self._edge.get_task(ctx, _params(types.GetTaskRequestParams, params).task_id))
         if method == "tasks/result":
-            return await self._edge.task_result(ctx, _params(types.GetTaskPayloadRequestParams, params).task_id)
+            task_id = _params(types.GetTaskPayloadRequestParams, params).task_id
+            return await self._edge.task_result(ctx, task_id)
         if method == "tasks/list":
             cursor = _params(types.PaginatedRequestParams, params or {}).cursor
             return _wire(await self._edge.list_tasks(ctx, cursor))

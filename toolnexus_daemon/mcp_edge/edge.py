@@ -41,11 +41,12 @@ class Edge:
 
     # ------------------------------------------------------------------ tools
 
-    async def list_tools(self, ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(self, ctx: Ctx,
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         self._require_ready()
         execution = types.ToolExecution(task_support="optional")
-        tools = [types.Tool(name=o.tool, description=o.does or f"the {o.agent} agent", input_schema=PROMPT_SCHEMA,
-                            output_schema=RESULT_SCHEMA, execution=execution)
+        tools = [types.Tool(name=o.tool, description=o.does or f"the {o.agent} agent",
+                            input_schema=PROMPT_SCHEMA, output_schema=RESULT_SCHEMA, execution=execution)
                  for o in await self.exposure.offered()]
         return types.ListToolsResult(tools=tools)
 
@@ -65,7 +66,8 @@ class Edge:
         self._require_ready()
         offered = await self.exposure.find(name)
         if offered is None:
-            raise MCPError(INVALID_PARAMS, f"unknown tool {name[:200]!r}: tools/list names the agents offered")
+            raise MCPError(INVALID_PARAMS,
+                           f"unknown tool {name[:200]!r}: tools/list names the agents offered")
         prompt = (arguments or {}).get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise MCPError(INVALID_PARAMS, f"{name}: arguments.prompt must be a non-empty string")
