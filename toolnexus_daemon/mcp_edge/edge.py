@@ -24,6 +24,7 @@ from ..model import Status, TaskResult
 from . import runs, tasks
 from .exposed import PROMPT_SCHEMA, RESULT_SCHEMA, Exposure, Offered
 from .runs import Run
+from .verbs import Remote, Verbs
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 PAGE = 100
@@ -34,9 +35,11 @@ Ctx = ServerRequestContext[Any, Any]
 class Edge:
     """What the MCP server does, over one engine and the runtimes it exposes."""
 
-    def __init__(self, engine: Engine, exposed: tuple[str, ...], ready: Callable[[], bool]) -> None:
+    def __init__(self, engine: Engine, exposed: tuple[str, ...], ready: Callable[[], bool],
+                 remote: Remote | None = None) -> None:
         self._engine = engine
-        self.exposure = Exposure(engine, exposed)
+        self._verbs = Verbs(engine, remote)
+        self.exposure = Exposure(self._verbs, exposed)
         self._ready = ready
 
     # ------------------------------------------------------------------ tools
@@ -73,22 +76,22 @@ class Edge:
             raise MCPError(INVALID_PARAMS, f"{name}: arguments.prompt must be a non-empty string")
         return offered, prompt
 
-    async def _start(self, offered: Offered, prompt: str) -> tuple[Run, int]:
+    async def _start(self, offered: Offered, prompt: str) -> tuple[Run, int | None]:
         try:
-            rt = await self._engine.open(offered.runtime_id)
-            seq = rt.last_seq()
-            return await runs.start(self._engine, offered, prompt), seq
+            seq = await self._verbs.last_seq(offered.runtime_id)
+            return await runs.start(self._verbs, offered, prompt), seq
         except DaemonError as exc:
             raise _mcp_error(exc) from exc
 
     async def _settle(self, run: Run, ask: runs.Asking) -> TaskResult:
         try:
-            return await runs.settle(self._engine, run, ask)
+            return await runs.settle(self._verbs, run, ask)
         except DaemonError as exc:
             raise _mcp_error(exc) from exc
 
-    def _follow(self, run: Run, ctx: Ctx, seq: int) -> asyncio.Task[None] | None:
-        if not (ctx.meta or {}).get("progress_token"):
+    def _follow(self, run: Run, ctx: Ctx, seq: int | None) -> asyncio.Task[None] | None:
+        """Progress for a run held here, when the client asked for it (``seq``: None elsewhere)."""
+        if seq is None or not (ctx.meta or {}).get("progress_token"):
             return None
         return asyncio.ensure_future(_quietly(runs.follow(self._engine, run, ctx.session, seq)))
 
@@ -108,7 +111,7 @@ class Edge:
         """What the ``tools/call`` would have answered, once the task is done (asking the client,
         when it declared elicitation, while the agent waits for an answer)."""
         run = self._run_of(task_id)
-        result = await self._settle(run, runs.asking(ctx.session, ctx.request_id, task_id))
+        result = await self._settle(run, runs.asking(ctx.session, ctx.request_id))
         out = tool_result(run, result).model_dump(by_alias=True, mode="json", exclude_none=True)
         out["_meta"] = {**out.get("_meta", {}), RELATED_TASK: {"taskId": task_id}}
         return out
@@ -117,10 +120,9 @@ class Edge:
         self._require_ready()
         found: list[types.Task] = []
         for rid in self.exposure.runtime_ids:
-            with contextlib.suppress(DaemonError):
-                rt = await self._engine.open(rid)
-                await rt.durable()
-                found.extend(tasks.task_of(Run(rid, h.id), h) for h in rt.list() if h.depth == 1)
+            with contextlib.suppress(DaemonError):  # not created yet, or its owner unreachable
+                found.extend(tasks.task_of(Run(rid, h.id), h) for h in await self._verbs.views(rid)
+                             if h.depth == 1)
         start = _offset(cursor)
         page = found[start:start + PAGE]
         more = str(start + PAGE) if start + PAGE < len(found) else None
@@ -133,10 +135,9 @@ class Edge:
             raise MCPError(INVALID_PARAMS, f"task {task_id} is already {task.status}: only a working or "
                                            "input_required task can be cancelled")
         try:
-            rt = await self._engine.open(run.runtime_id)
             with contextlib.suppress(DaemonError):  # an idle (queued) handle has nothing to interrupt
-                await rt.interrupt(run.handle)
-            await rt.close(run.handle)
+                await self._verbs.interrupt(run.runtime_id, run.handle)
+            await self._verbs.close(run.runtime_id, run.handle)
         except DaemonError as exc:
             raise _mcp_error(exc) from exc
         return types.CancelTaskResult(**(await self._task(run)).model_dump())
@@ -144,9 +145,7 @@ class Edge:
     async def _task(self, run: Run) -> types.Task:
         self._require_ready()
         try:
-            rt = await self._engine.open(run.runtime_id)
-            await rt.durable()  # never report a state a crash could take back
-            return tasks.task_of(run, rt.snapshot(run.handle))
+            return tasks.task_of(run, await self._verbs.view(run.runtime_id, run.handle))
         except DaemonError as exc:
             raise _mcp_error(exc) from exc
 
@@ -186,7 +185,7 @@ def tool_result(run: Run, result: TaskResult) -> types.CallToolResult:
 
 def _mcp_error(exc: DaemonError) -> MCPError:
     if isinstance(exc, Moved):
-        return MCPError(INTERNAL_ERROR, f"{exc}; this MCP listener serves runtimes this daemon owns")
+        return MCPError(INTERNAL_ERROR, str(exc))
     if isinstance(exc, InvalidArgument | NotFound):
         return MCPError(INVALID_PARAMS, str(exc))
     return MCPError(INTERNAL_ERROR, str(exc))

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..engine.engine import Engine
 from ..errors import DaemonError
+from .verbs import Verbs
 
 SEPARATOR = "__"
 PROMPT_SCHEMA = {"type": "object", "properties": {"prompt": {"type": "string",
@@ -35,8 +35,8 @@ class Offered:
 class Exposure:
     """The exposed runtimes, as the engine holds them now."""
 
-    def __init__(self, engine: Engine, runtime_ids: tuple[str, ...]) -> None:
-        self._engine = engine
+    def __init__(self, verbs: Verbs, runtime_ids: tuple[str, ...]) -> None:
+        self._verbs = verbs
         self.runtime_ids = runtime_ids
 
     def _name(self, runtime_id: str, agent: str) -> str:
@@ -47,10 +47,10 @@ class Exposure:
         found: list[Offered] = []
         for rid in self.runtime_ids:
             try:
-                rt = await self._engine.open(rid)
-            except DaemonError:  # not created yet, or served elsewhere: nothing to offer from it now
+                agents = await self._verbs.agents(rid)
+            except DaemonError:  # not created yet, or its owner unreachable: nothing to offer from it now
                 continue
-            found.extend(Offered(self._name(rid, a.name), rid, a.name, a.does) for a in rt.agents.values())
+            found.extend(Offered(self._name(rid, name), rid, name, does) for name, does in agents)
         return iter(found)
 
     async def find(self, tool: str) -> Offered | None:

@@ -13,7 +13,6 @@ result. Either way the suspension is durable: a client that goes away leaves it 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,16 +22,18 @@ import mcp_types as types
 from mcp.server.session import ServerSession
 
 from ..engine.engine import Engine
-from ..engine.runtime import Runtime
 from ..errors import DaemonError
-from ..model import ROOT_ID, Answer, EventType, Request, Status, TaskResult
+from ..model import Answer, EventType, HandleState, Request, Status, TaskResult
 from .exposed import Offered
+from .verbs import Verbs
 
 log = logging.getLogger("toolnexus_daemon.mcp")
 
 # a client that keeps answering with what the agent refuses is asked this many times, then told
 MAX_ASKS = 8
 PROGRESS_EVENTS = frozenset({EventType.MODEL_CALL, EventType.TOOL_CALL})
+# how often a run whose link the user was sent to is looked at until the link's answer is in
+LINK_POLL_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,9 @@ class Asking:
     related_request_id: types.RequestId | None = None
     form: bool = False
     url: bool = False
-    related_task: str | None = None  # a task id for `_meta` of the elicitation (tasks/result)
 
 
-def asking(session: ServerSession, request_id: types.RequestId | None, task_id: str | None = None) -> Asking:
+def asking(session: ServerSession, request_id: types.RequestId | None) -> Asking:
     """What ``session``'s client declared: elicitation in form mode, URL mode, or neither."""
     caps = session.client_capabilities
     elicitation = caps.elicitation if caps is not None else None
@@ -62,67 +62,54 @@ def asking(session: ServerSession, request_id: types.RequestId | None, task_id: 
         return Asking(None)
     # a client that declared elicitation with no mode supports form mode (the specification's default)
     form = elicitation.form is not None or elicitation.url is None
-    return Asking(session, request_id, form, elicitation.url is not None, task_id)
+    return Asking(session, request_id, form, elicitation.url is not None)
 
 
-async def start(engine: Engine, offered: Offered, prompt: str) -> Run:
+async def start(verbs: Verbs, offered: Offered, prompt: str) -> Run:
     """Spawn ``offered.agent`` under ``root`` and wake it with ``prompt``, durably, in one commit."""
-    rt = await engine.open(offered.runtime_id)
-    woken = await rt.spawn_awake(ROOT_ID, offered.agent, None, prompt, 0)
-    return Run(offered.runtime_id, woken.handle)
+    return Run(offered.runtime_id, await verbs.spawn_awake(offered.runtime_id, offered.agent, prompt))
 
 
-async def settle(engine: Engine, run: Run, ask: Asking) -> TaskResult:
+async def settle(verbs: Verbs, run: Run, ask: Asking) -> TaskResult:
     """The run's result once it is not suspended — or, when nobody can be asked, its pending one."""
-    rt = await engine.open(run.runtime_id)
-    result = await rt.wait(run.handle)
+    result = await verbs.wait(run.runtime_id, run.handle)
     for _ in range(MAX_ASKS):
         if result.status is not Status.PENDING or result.pending is None or ask.session is None:
             return result
-        result = await _asked(rt, run, result.pending, ask)
+        result = await _asked(verbs, run, result.pending, ask)
     return result
 
 
-async def _asked(rt: Runtime, run: Run, request: Request, ask: Asking) -> TaskResult:
+async def _asked(verbs: Verbs, run: Run, request: Request, ask: Asking) -> TaskResult:
     """Ask ``request`` through elicitation and feed the reply back; the run's next result."""
     assert ask.session is not None
     link = request.answer_url if request.kind == "authorization" else None
     if link and ask.url:
-        # the link answers the suspension itself: wait for the settle that follows, registered
-        # before the client is asked so an answer given at once is not missed
-        settled = rt.waiter(rt.snapshot(run.handle))
-        try:
-            reply = await ask.session.elicit_url(request.prompt, link, request.id, ask.related_request_id)
-            if reply.action == "accept":
-                return await settled
-        finally:
-            _drop(rt, run, settled)
+        reply = await ask.session.elicit_url(request.prompt, link, request.id, ask.related_request_id)
+        if reply.action == "accept":  # the user answers on the link's page: wait for that answer
+            await _answered(verbs, run, request.id)
+            return await verbs.wait(run.runtime_id, run.handle)
         answer = _refusal(request, reply.action)
     elif ask.form:
         reply = await ask.session.elicit_form(request.prompt, _form(request), ask.related_request_id)
         answer = _answer(request, reply)
     else:  # URL mode only, and no link to send: the pending result says how to answer
-        return await rt.wait(run.handle)
-    return await _resumed(rt, run, answer)
-
-
-def _drop(rt: Runtime, run: Run, settled: asyncio.Future[TaskResult]) -> None:
-    with contextlib.suppress(DaemonError, ValueError):
-        rt.snapshot(run.handle).waiters.remove(settled)
-
-
-async def _resumed(rt: Runtime, run: Run, answer: Answer) -> TaskResult:
-    """``Resume`` with ``answer``; the run's next result. A refusal (answered meanwhile some other
-    way, a data mismatch) is logged and the run is read again: it asks again or has moved on."""
+        return await verbs.wait(run.runtime_id, run.handle)
     try:
-        outcome = await rt.resume(answer)
-    except DaemonError as exc:
+        await verbs.resume(run.runtime_id, answer)
+    except DaemonError as exc:  # answered meanwhile some other way, data that does not fit: read again
         log.info("mcp answer refused", extra={"runtime": run.runtime_id, "request": answer.id,
                                               "error": str(exc)})
-        return await rt.wait(run.handle)
-    if outcome.result is not None and not outcome.duplicate and outcome.handle == run.handle:
-        return outcome.result
-    return await rt.wait(run.handle)
+    return await verbs.wait(run.runtime_id, run.handle)
+
+
+async def _answered(verbs: Verbs, run: Run, request_id: str) -> None:
+    """Until the run no longer waits on ``request_id`` (for as long as the call stays open)."""
+    while True:
+        view = await verbs.view(run.runtime_id, run.handle)
+        if view.state is not HandleState.SUSPENDED or view.pending is None or view.pending.id != request_id:
+            return
+        await asyncio.sleep(LINK_POLL_S)
 
 
 def _form(request: Request) -> dict[str, Any]:
@@ -163,16 +150,16 @@ def _refusal(request: Request, action: str) -> Answer:
 
 
 async def follow(engine: Engine, run: Run, session: ServerSession, after_seq: int) -> None:
-    """Progress notifications for the run's model and tool calls, until cancelled."""
+    """Progress notifications for the run's model and tool calls, until cancelled (a runtime held
+    here: its event stream is read in process)."""
     rt = await engine.open(run.runtime_id)
     count = 0
-    async for event in _events(rt, run, after_seq):
+    async for event in _events(rt.watch(after_seq, PROGRESS_EVENTS, run.handle)):
         count += 1
         await session.report_progress(count, None, event.note or str(event.type))
 
 
-async def _events(rt: Runtime, run: Run, after_seq: int) -> AsyncIterator[Any]:
-    events = rt.watch(after_seq, PROGRESS_EVENTS, run.handle)
+async def _events(events: Any) -> AsyncIterator[Any]:
     try:
         async for event in events:
             yield event

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 
 import mcp_types as types
 
-from ..engine.handle import Handle
 from ..errors import InvalidArgument
 from ..model import ROOT_ID, HandleState, Status, TaskResult
 from .runs import Run
+from .verbs import View
 
 # ":" never occurs in a runtime id ([A-Za-z0-9_.-]), so the first one splits the task id
 SEP = ":"
@@ -40,7 +40,7 @@ def run_of(task: str, exposed: tuple[str, ...]) -> Run:
     return Run(runtime_id, handle)
 
 
-def status_of(h: Handle) -> tuple[types.TaskStatus, str | None]:
+def status_of(h: View) -> tuple[types.TaskStatus, str | None]:
     """The task status of handle ``h`` and a line saying why."""
     result = h.last_result
     if h.state is HandleState.SUSPENDED:
@@ -62,7 +62,7 @@ def terminal(result: TaskResult) -> tuple[types.TaskStatus, str | None]:
     return "failed", f"[{result.status}] {result.text}"
 
 
-def task_of(run: Run, h: Handle, now: datetime | None = None) -> types.Task:
+def task_of(run: Run, h: View, now: datetime | None = None) -> types.Task:
     status, message = status_of(h)
     created = _iso(datetime.fromtimestamp(h.spawned_at, UTC)) if h.spawned_at else _iso(now)
     return types.Task(task_id=task_id(run), status=status, status_message=message, created_at=created,
