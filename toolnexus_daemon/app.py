@@ -236,11 +236,15 @@ async def _serve_answers(daemon: _Daemon, settings: Settings) -> None:
 
 async def _serve_mcp(daemon: _Daemon, settings: Settings) -> None:
     """Bind the MCP listener; it answers once recovery is done (``servicer.is_open``)."""
+    from .api.mcp_remote import RemoteVerbs
     from .mcp_edge.server import McpListener
 
     assert settings.mcp is not None
+    forwarder = daemon.servicer.forwarder  # in a cluster: runtimes another daemon owns are served there
+    remote = RemoteVerbs(forwarder, daemon.engine.store, settings.auth_token) if forwarder else None
     daemon.mcp = McpListener(daemon.engine, settings.mcp.expose, ready=daemon.servicer.is_open,
-                             token=settings.auth_token, tls=settings.tls, host=settings.mcp.host)
+                             token=settings.auth_token, tls=settings.tls, host=settings.mcp.host,
+                             remote=remote)
     bound = await daemon.mcp.start(settings.mcp.listen)
     daemon.servicer.facts.config["mcp-listen"] = bound
     log.info("serving MCP", extra={"mcp_address": bound, "mcp_expose": list(settings.mcp.expose)})

@@ -29,6 +29,7 @@ from ..engine.engine import Engine
 from ..web.server import WebListenError, WebServer
 from .bridge import TaskBridge
 from .edge import Edge
+from .verbs import Remote
 
 PATH = "/mcp"
 UNAUTHORIZED = "missing or wrong bearer token: send Authorization: Bearer <token> (the daemon's --token-file)"
@@ -68,8 +69,8 @@ class McpListener:
     """The ``--mcp-listen`` listener: bind with :meth:`start`, stop with :meth:`close`."""
 
     def __init__(self, engine: Engine, exposed: tuple[str, ...], *, ready: Any, token: str,
-                 tls: Tls | None, host: str) -> None:
-        self.edge = Edge(engine, exposed, ready)
+                 tls: Tls | None, host: str, remote: Remote | None = None) -> None:
+        self.edge = Edge(engine, exposed, ready, remote)
         security = None
         if host in ("127.0.0.1", "localhost", "::1"):  # a browser page must not reach it by rebinding DNS
             security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
