@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import mcp_types as types
@@ -92,3 +94,29 @@ async def test_the_endpoint_wants_the_token(served: McpDaemon) -> None:
     assert await post_status(served.url, {"Authorization": "Bearer wrong"}) == 401
     async with mcp_session(served.url, token=TOKEN) as session:
         assert (await session.list_tools()).tools
+
+
+async def test_a_client_that_leaves_mid_question_leaves_the_suspension_answerable(served: McpDaemon) -> None:
+    asked = asyncio.Event()
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.set()
+        await asyncio.sleep(3600)  # the person never answers here: the client goes away instead
+        raise AssertionError("unreachable")
+
+    async def call() -> None:
+        async with mcp_session(served.url, elicitation_callback=elicit) as session:
+            await session.call_tool("approver", {"prompt": "do the thing"})
+
+    calling = asyncio.ensure_future(call())
+    await asyncio.wait_for(asked.wait(), 15)
+    calling.cancel()
+    with contextlib.suppress(BaseException):
+        await calling
+    meta = served.grpc_metadata()
+    pending = served.stub.ListPending(pb.ListPendingRequest(runtime_id="demo"), timeout=5, metadata=meta)
+    assert [p.request.prompt for p in pending.items] == ["approve?"]
+    answer = pb.Answer(id=pending.items[0].request.id, ok=True)
+    resumed = served.stub.Resume(pb.ResumeRequest(runtime_id="demo", answer=answer), timeout=15,
+                                 metadata=meta)
+    assert (resumed.duplicate, resumed.result.status) == (False, "done")
