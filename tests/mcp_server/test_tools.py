@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 import mcp_types as types
 
-from tests.mcp_server.conftest import TOKEN, McpDaemon, mcp_session, post_status
+from tests.mcp_server.conftest import TOKEN, McpDaemon, connect, mcp_session, post_status
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 
 
@@ -120,3 +121,31 @@ async def test_a_client_that_leaves_mid_question_leaves_the_suspension_answerabl
     resumed = served.stub.Resume(pb.ResumeRequest(runtime_id="demo", answer=answer), timeout=15,
                                  metadata=meta)
     assert (resumed.duplicate, resumed.result.status) == (False, "done")
+
+
+async def test_a_daemon_stopping_under_an_open_question_exits_cleanly_and_keeps_it(served: McpDaemon) -> None:
+    asked = asyncio.Event()
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.set()
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def call() -> None:
+        async with mcp_session(served.url, elicitation_callback=elicit) as session:
+            await session.call_tool("approver", {"prompt": "do the thing"})
+
+    calling = asyncio.ensure_future(call())
+    await asyncio.wait_for(asked.wait(), 15)
+    started = time.monotonic()
+    code = await asyncio.to_thread(served.daemon.stop)
+    assert code == 0 and time.monotonic() - started < 10, served.daemon.logs()
+    calling.cancel()
+    with contextlib.suppress(BaseException):
+        await calling
+    served.daemon.start()
+    channel, stub = connect(served.daemon)
+    with channel:
+        pending = stub.ListPending(pb.ListPendingRequest(runtime_id="demo"), timeout=5,
+                                   metadata=served.grpc_metadata())
+    assert [p.request.prompt for p in pending.items] == ["approve?"]
