@@ -12,6 +12,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcp_server.conftest import McpDaemon, call_as_task, mcp_session
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools.model_server import Reply, chat_response
 
 
 async def _create(session: ClientSession, tool: str, prompt: str) -> types.Task:
@@ -38,10 +40,13 @@ async def _result(session: ClientSession, task_id: str) -> types.CallToolResult:
     return await session.send_request(request, types.CallToolResult)
 
 
-async def test_a_task_completes_and_its_result_is_the_calls(served: McpDaemon) -> None:
+async def test_a_task_works_then_completes_and_its_result_is_the_calls(served: McpDaemon,
+                                                                       model: ScriptedModelServer) -> None:
+    model.push(Reply(body=chat_response(content="ok", usage=(2, 1, 3)), delay=1.5))  # a slow model call
     async with mcp_session(served.url) as session:
         task = await _create(session, "writer", "say ok")
-        assert task.task_id == "demo:root/writer.1" and task.status in ("working", "completed")
+        assert (task.task_id, task.status) == ("demo:root/writer.1", "working")
+        assert (await _get(session, task.task_id)).status == "working"
         await _until(session, task.task_id, "completed")
         result = await _result(session, task.task_id)
         listed = await session.send_request(types.ListTasksRequest(), types.ListTasksResult)
