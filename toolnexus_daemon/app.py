@@ -55,6 +55,7 @@ from .tools.webhook import WebhookExecutor
 
 if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins one
     from .cluster.membership import Membership
+    from .mcp_edge.server import McpListener  # the MCP SDK loads only with --mcp-listen
 
 log = logging.getLogger("toolnexus_daemon")
 # Info's config["advertise"] of a daemon other daemons cannot forward calls to
@@ -76,6 +77,8 @@ class _Daemon:
     membership: Membership | None = None
     # the answer-link listener (--answers-listen), once bound
     answers: web.WebServer | None = None
+    # the MCP server (--mcp-listen), once bound
+    mcp: McpListener | None = None
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -209,6 +212,8 @@ async def _serve(settings: Settings, store: Store) -> int:
         daemon.servicer.facts.metrics_address = await daemon.metrics_server.start(settings.metrics_listen)
     if settings.answers is not None:
         await _serve_answers(daemon, settings)
+    if settings.mcp is not None:
+        await _serve_mcp(daemon, settings)
     await set_health(daemon.health, serving=False)
     follow_store(store, daemon.health, daemon.servicer)
     await daemon.server.start()
@@ -240,6 +245,22 @@ async def _serve_answers(daemon: _Daemon, settings: Settings) -> None:
     config["answers-listen"], config["answers-base-url"] = bound, daemon.engine.answer_base
     log.info("serving answer links",
              extra={"answers_address": bound, "answers_base_url": daemon.engine.answer_base})
+
+
+async def _serve_mcp(daemon: _Daemon, settings: Settings) -> None:
+    """Bind the MCP listener; it answers once recovery is done (``servicer.is_open``)."""
+    from .api.mcp_remote import RemoteVerbs
+    from .mcp_edge.server import McpListener
+
+    assert settings.mcp is not None
+    forwarder = daemon.servicer.forwarder  # in a cluster: runtimes another daemon owns are served there
+    remote = RemoteVerbs(forwarder, daemon.engine.store, settings.auth_token) if forwarder else None
+    daemon.mcp = McpListener(daemon.engine, settings.mcp.expose, ready=daemon.servicer.is_open,
+                             token=settings.auth_token, tls=settings.tls, host=settings.mcp.host,
+                             remote=remote)
+    bound = await daemon.mcp.start(settings.mcp.listen)
+    daemon.servicer.facts.config["mcp-listen"] = bound
+    log.info("serving MCP", extra={"mcp_address": bound, "mcp_expose": list(settings.mcp.expose)})
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -286,6 +307,8 @@ async def _join(daemon: _Daemon, settings: Settings) -> int:
 async def _shutdown(daemon: _Daemon, grace: float) -> None:
     await daemon.health.enter_graceful_shutdown()
     daemon.servicer.begin_shutdown()
+    if daemon.mcp is not None:
+        await daemon.mcp.close()  # calls in flight end; the runs they started are durable
     if daemon.membership is not None:
         await daemon.membership.stop()  # no takeover while stopping; engine.stop releases the leases
     # stop() rejects new RPCs at once; in-flight ones get the grace period

@@ -57,6 +57,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_LEASE_MS": ("4000", 4000),
         "TOOLNEXUS_ANSWERS_LISTEN": ("8443", "127.0.0.1:8443"),
         "TOOLNEXUS_ANSWERS_BASE_URL": ("https://approve.example/", "https://approve.example"),
+        "TOOLNEXUS_MCP_LISTEN": ("8765", "127.0.0.1:8765"),
+        "TOOLNEXUS_MCP_EXPOSE": ("a, b", ("a", "b")),
     }
 
 
@@ -87,6 +89,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_ADVERTISE": s.advertise, "TOOLNEXUS_NODE_ID": s.node_id, "TOOLNEXUS_LEASE_MS": s.lease_ms,
         "TOOLNEXUS_ANSWERS_LISTEN": s.answers and s.answers.listen,
         "TOOLNEXUS_ANSWERS_BASE_URL": s.answers and s.answers.base_url,
+        "TOOLNEXUS_MCP_LISTEN": s.mcp and s.mcp.listen, "TOOLNEXUS_MCP_EXPOSE": s.mcp and s.mcp.expose,
     }[name]
 
 
@@ -118,6 +121,8 @@ def test_every_environment_variable_sets_its_flag(tmp_path: Path, certs: Certs) 
             env["TOOLNEXUS_ADVERTISE"] = "10.0.0.7:50051"
         if name == "TOOLNEXUS_ANSWERS_BASE_URL":  # a base for links needs their listener
             env["TOOLNEXUS_ANSWERS_LISTEN"] = "127.0.0.1:0"
+        if name.startswith("TOOLNEXUS_MCP_"):  # a listener offers runtimes; runtimes need a listener
+            env.update(TOOLNEXUS_MCP_LISTEN="127.0.0.1:0", TOOLNEXUS_MCP_EXPOSE="a,b")
         env[name] = raw
         assert _held(load([], env), name) == expected, name
     assert load([], {"TOOLNEXUS_TOKEN": " tok "}).auth_token == "tok"
