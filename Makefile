@@ -114,7 +114,8 @@ chaos: $(STAMP)
 chaos-pg: $(STAMP)
 	$(BIN)/python scripts/chaos.py --store postgresql $(CHAOS_ARGS)
 
-# three daemons on one PostgreSQL database, the kills spread over them (tests/faults/cluster.py)
+# three daemons on one PostgreSQL database, kill -9, SIGSTOP, database stalls and restarts spread over
+# them, every read checked for staleness (tests/faults/cluster.py)
 chaos-cluster: $(STAMP)
 	$(BIN)/python scripts/chaos.py --cluster $(CHAOS_ARGS)
 
