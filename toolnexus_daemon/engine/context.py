@@ -27,6 +27,7 @@ from .handle import Handle
 from .handles import HandleTable
 from .landing import Landing
 from .requests import RequestIndex
+from .tracing import Tracer
 
 
 class Deps(Protocol):
@@ -46,6 +47,8 @@ class Deps(Protocol):
     def limits(self) -> PeerLimits: ...
     @property
     def answer_base(self) -> str: ...
+    @property
+    def tracer(self) -> Tracer: ...
 
 
 class RuntimeContext(Protocol):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import FailedPrecondition, NotFound
 from ..model import JSON, ROOT_ID, Budget, EventType, HandleState, InboxItem
 from . import budget as budgets
-from . import notes
+from . import notes, tracing
 from .change import Change
 from .checkpoint import Checkpoint
 from .handle import Handle, children_log
@@ -104,7 +104,8 @@ async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> 
     drained, h.inbox = h.inbox, []
     text = prompt + inbox_block(drained)
     h.state = HandleState.RUNNING
-    h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained)
+    # the caller's trace context (``tracing``): the turn's spans are children of the caller's span
+    h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained, trace_parent=tracing.caller.get())
     message: JSON = {"role": "user", "content": text}
     index = h.log_len
     change.save(h).message(h, index, message).checkpoint(h, h.cp)

@@ -1,0 +1,195 @@
+"""Traces of a real daemon exported over OTLP/HTTP to a real receiver (docs/observability.md).
+
+The daemon runs as a subprocess with ``--otlp-endpoint`` pointed at the receiver in the test;
+the model and the approval webhook are the scripted model server. A run suspends on the
+webhook's approval request, the daemon is killed with SIGKILL, started again and the request
+answered: the turn that continues is a span of the same trace, linked to the span that
+suspended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import DaemonProcess
+from tests.support.grpc_client import approval_agent, open_stub, openai_llm
+from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
+from toolnexus_devtools import ScriptedModelServer
+from toolnexus_devtools.model_server import APPROVAL_PATH, MODEL_PATH
+
+from .collector import Collector, Span
+
+AGENT = "approver"
+PROMPT = "please do the secret thing"
+# the caller's span, as an app's tracer would send it
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
+RESUMER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+# export batches quickly, so a test does not wait the default five seconds
+FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_SERVICE_NAME": "traced-daemon"}
+
+
+@pytest.fixture
+def traced(tmp_path: Path, collector: Collector) -> Iterator[DaemonProcess]:
+    proc = DaemonProcess(tmp_path / "data", "--otlp-endpoint", collector.url, env=FAST_EXPORT).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def suspend(stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer,
+            metadata: tuple[tuple[str, str], ...] = ()) -> tuple[str, str, pb.Request]:
+    new = pb.NewRequest(agents=[approval_agent(AGENT, model.approval_url)], llm=openai_llm(model.url))
+    rid = stub.New(new, timeout=10).runtime_id
+    handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent=AGENT), timeout=10).handle
+    woke = stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt=PROMPT, wait_ms=20_000),
+                     timeout=30, metadata=metadata)
+    assert woke.result.status == "pending", woke
+    return rid, handle, woke.result.pending
+
+
+def resume(stub: pb_grpc.AgentRuntimeStub, rid: str, request: pb.Request,
+           metadata: tuple[tuple[str, str], ...] = ()) -> pb.ResumeResponse:
+    out = stub.Resume(pb.ResumeRequest(runtime_id=rid, answer=pb.Answer(id=request.id, ok=True)),
+                      timeout=30, metadata=metadata)
+    assert out.result.text == "action performed", out
+    return out
+
+
+def named(spans: list[Span], name: str) -> list[Span]:
+    return [s for s in spans if s.name == name]
+
+
+def children(spans: list[Span], parent: Span) -> list[Span]:
+    return [s for s in spans if s.parent_id == parent.span_id and s.trace_id == parent.trace_id]
+
+
+def traceparents(model: ScriptedModelServer, path: str) -> list[str]:
+    return [r.headers.get("traceparent", "") for r in model.received if r.path == path]
+
+
+def test_a_suspended_run_is_one_trace_across_kill9(traced: DaemonProcess, collector: Collector,
+                                                   model_server: ScriptedModelServer) -> None:
+    channel, stub = open_stub(traced.target)
+    with channel:
+        rid, handle, request = suspend(stub, model_server, (("traceparent", CALLER),))
+    first = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 1
+                               and len(named(s, "execute_tool approve")) == 1)
+    turn = named(first, f"invoke_agent {AGENT}")[0]
+    # a child of the caller's span, in the caller's trace
+    assert (turn.trace_id, turn.parent_id) == (CALLER_TRACE, "00f067aa0ba902b7")
+    assert turn.kind == "internal"
+    assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert turn.attributes["gen_ai.agent.name"] == AGENT
+    assert turn.attributes["gen_ai.conversation.id"] == rid
+    assert turn.attributes["toolnexus.handle"] == handle
+    assert turn.resource["service.name"] == "traced-daemon"
+    # suspended: an event with the request's id and kind, never its prompt
+    assert turn.events == [("toolnexus.suspended", {"toolnexus.request.id": request.id,
+                                                    "toolnexus.request.kind": "approval"})]
+    chat, tool = sorted(children(first, turn), key=lambda s: s.name)
+    assert chat.name == "chat scripted" and chat.kind == "client"
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.request.model"] == "scripted"
+    assert chat.attributes["gen_ai.response.model"] == "scripted"
+    # the scripted reference model's usage for a tool call: 3 prompt, 2 completion
+    assert (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"]) == (3, 2)
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ["tool_calls"]
+    assert tool.name == "execute_tool approve"
+    assert tool.attributes["gen_ai.tool.name"] == "approve"
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
+    assert tool.attributes["toolnexus.outcome"] == "pending"
+    # traceparent out: the model request carries its chat span, the webhook its tool span
+    assert traceparents(model_server, MODEL_PATH) == [chat.traceparent]
+    assert traceparents(model_server, APPROVAL_PATH) == [tool.traceparent]
+
+    traced.kill9()  # between the suspension and its answer
+    traced.start()
+    channel, stub = open_stub(traced.target)
+    with channel:
+        resume(stub, rid, request)
+    spans = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 2
+                               and len(named(s, "chat scripted")) == 2)
+    later = next(s for s in named(spans, f"invoke_agent {AGENT}") if s.span_id != turn.span_id)
+    # the same trace, under the same caller, linked to the span that suspended
+    assert (later.trace_id, later.parent_id) == (CALLER_TRACE, "00f067aa0ba902b7")
+    assert later.links == [(turn.trace_id, turn.span_id)]
+    assert later.events == [] and later.status != 2
+    kids = children(spans, later)
+    assert sorted(s.name for s in kids) == ["chat scripted", "execute_tool approve"]
+    final = next(s for s in kids if s.name == "chat scripted")
+    assert (final.attributes["gen_ai.usage.input_tokens"], final.attributes["gen_ai.usage.output_tokens"]) == (2, 1)
+    assert final.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    again = next(s for s in kids if s.name == "execute_tool approve")
+    assert again.attributes["toolnexus.outcome"] == "ok"
+    assert traceparents(model_server, APPROVAL_PATH)[1] == again.traceparent
+    assert traceparents(model_server, MODEL_PATH)[1] == final.traceparent
+
+
+def test_no_content_in_spans_by_default(traced: DaemonProcess, collector: Collector,
+                                        model_server: ScriptedModelServer) -> None:
+    channel, stub = open_stub(traced.target)
+    with channel:
+        suspend(stub, model_server)
+    spans = collector.wait_for(lambda s: len(named(s, "execute_tool approve")) == 1
+                               and len(named(s, f"invoke_agent {AGENT}")) == 1)
+    turn = named(spans, f"invoke_agent {AGENT}")[0]
+    assert turn.parent_id == ""  # no caller: a trace of its own
+    for s in spans:
+        assert not any(key.startswith(("gen_ai.input", "gen_ai.output", "gen_ai.tool.call.arguments",
+                                       "gen_ai.tool.call.result")) for key in s.attributes), s
+    assert not any(PROMPT.encode() in body or b"approve?" in body for body in collector.bodies)
+
+
+def test_content_with_the_flag(tmp_path: Path, collector: Collector, model_server: ScriptedModelServer) -> None:
+    with DaemonProcess(tmp_path / "data", "--otlp-endpoint", collector.url, "--otel-capture-content",
+                       env=FAST_EXPORT) as proc:
+        channel, stub = open_stub(proc.target)
+        with channel:
+            suspend(stub, model_server)
+        spans = collector.wait_for(lambda s: len(named(s, "execute_tool approve")) == 1)
+    chat = named(spans, "chat scripted")[0]
+    assert PROMPT in chat.attributes["gen_ai.input.messages"]
+    assert '"tool_call"' in chat.attributes["gen_ai.output.messages"]
+    tool = named(spans, "execute_tool approve")[0]
+    assert tool.attributes["gen_ai.tool.call.arguments"] == "{}"
+
+
+def test_a_resume_under_a_trace_continues_under_its_caller(traced: DaemonProcess, collector: Collector,
+                                                            model_server: ScriptedModelServer) -> None:
+    channel, stub = open_stub(traced.target)
+    with channel:
+        rid, _, request = suspend(stub, model_server)
+        resume(stub, rid, request, (("traceparent", RESUMER),))
+    spans = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 2)
+    first, later = sorted(named(spans, f"invoke_agent {AGENT}"), key=lambda s: bool(s.links))
+    assert later.traceparent.split("-")[1] == RESUMER.split("-")[1]
+    assert later.parent_id == RESUMER.split("-")[2]
+    assert later.links == [(first.trace_id, first.span_id)]
+
+
+def test_off_by_default_nothing_is_sent(tmp_path: Path, collector: Collector,
+                                        model_server: ScriptedModelServer) -> None:
+    """Without an endpoint no span is made: requests carry no traceparent, even a caller's."""
+    with DaemonProcess(tmp_path / "data", env={"OTEL_EXPORTER_OTLP_ENDPOINT": ""}) as proc:
+        channel, stub = open_stub(proc.target)
+        with channel:
+            suspend(stub, model_server, (("traceparent", CALLER),))
+    assert traceparents(model_server, MODEL_PATH) == [""]
+    assert traceparents(model_server, APPROVAL_PATH) == [""]
+    assert collector.spans == []
+
+
+def test_the_standard_variable_turns_tracing_on(tmp_path: Path, collector: Collector,
+                                                model_server: ScriptedModelServer) -> None:
+    with DaemonProcess(tmp_path / "data", env={**FAST_EXPORT, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url}) as proc:
+        channel, stub = open_stub(proc.target)
+        with channel:
+            suspend(stub, model_server)
+        collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 1)
