@@ -99,7 +99,8 @@ def test_a_suspended_run_is_one_trace_across_kill9(traced: DaemonProcess, collec
     assert chat.attributes["gen_ai.request.model"] == "scripted"
     assert chat.attributes["gen_ai.response.model"] == "scripted"
     # the scripted reference model's usage for a tool call: 3 prompt, 2 completion
-    assert (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"]) == (3, 2)
+    usage = (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"])
+    assert usage == (3, 2)
     assert chat.attributes["gen_ai.response.finish_reasons"] == ["tool_calls"]
     assert tool.name == "execute_tool approve"
     assert tool.attributes["gen_ai.tool.name"] == "approve"
@@ -124,7 +125,8 @@ def test_a_suspended_run_is_one_trace_across_kill9(traced: DaemonProcess, collec
     kids = children(spans, later)
     assert sorted(s.name for s in kids) == ["chat scripted", "execute_tool approve"]
     final = next(s for s in kids if s.name == "chat scripted")
-    assert (final.attributes["gen_ai.usage.input_tokens"], final.attributes["gen_ai.usage.output_tokens"]) == (2, 1)
+    usage = (final.attributes["gen_ai.usage.input_tokens"], final.attributes["gen_ai.usage.output_tokens"])
+    assert usage == (2, 1)
     assert final.attributes["gen_ai.response.finish_reasons"] == ["stop"]
     again = next(s for s in kids if s.name == "execute_tool approve")
     assert again.attributes["toolnexus.outcome"] == "ok"
@@ -147,7 +149,8 @@ def test_no_content_in_spans_by_default(traced: DaemonProcess, collector: Collec
     assert not any(PROMPT.encode() in body or b"approve?" in body for body in collector.bodies)
 
 
-def test_content_with_the_flag(tmp_path: Path, collector: Collector, model_server: ScriptedModelServer) -> None:
+def test_content_with_the_flag(tmp_path: Path, collector: Collector,
+                               model_server: ScriptedModelServer) -> None:
     with DaemonProcess(tmp_path / "data", "--otlp-endpoint", collector.url, "--otel-capture-content",
                        env=FAST_EXPORT) as proc:
         channel, stub = open_stub(proc.target)
@@ -188,7 +191,8 @@ def test_off_by_default_nothing_is_sent(tmp_path: Path, collector: Collector,
 
 def test_the_standard_variable_turns_tracing_on(tmp_path: Path, collector: Collector,
                                                 model_server: ScriptedModelServer) -> None:
-    with DaemonProcess(tmp_path / "data", env={**FAST_EXPORT, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url}) as proc:
+    env = {**FAST_EXPORT, "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url}
+    with DaemonProcess(tmp_path / "data", env=env) as proc:
         channel, stub = open_stub(proc.target)
         with channel:
             suspend(stub, model_server)
