@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 # the standard variables that turn tracing on when the flag is not given
 ENDPOINT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# what a boolean variable accepts as true (as ``config`` does)
+TRUE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ def add_flags(g: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
                         "http://127.0.0.1:4318 (env TOOLNEXUS_OTLP_ENDPOINT, or the standard "
                         "OTEL_EXPORTER_OTLP_ENDPOINT; default off)")
     g.add_argument("--otel-capture-content", action="store_true",
-                   default=env.get("TOOLNEXUS_OTEL_CAPTURE_CONTENT", "").lower() in ("1", "true", "yes"),
+                   default=env.get("TOOLNEXUS_OTEL_CAPTURE_CONTENT", "").strip().lower() in TRUE,
                    help="put prompts, completions and tool arguments and results into spans "
                         "(env TOOLNEXUS_OTEL_CAPTURE_CONTENT=1; default off: they may hold personal data)")
 

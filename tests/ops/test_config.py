@@ -56,6 +56,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_LEASE_MS": ("4000", 4000),
         "TOOLNEXUS_ANSWERS_LISTEN": ("8443", "127.0.0.1:8443"),
         "TOOLNEXUS_ANSWERS_BASE_URL": ("https://approve.example/", "https://approve.example"),
+        "TOOLNEXUS_OTLP_ENDPOINT": ("http://127.0.0.1:4318", "http://127.0.0.1:4318"),
+        "TOOLNEXUS_OTEL_CAPTURE_CONTENT": ("on", True),
     }
 
 
@@ -85,6 +87,8 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_ADVERTISE": s.advertise, "TOOLNEXUS_NODE_ID": s.node_id, "TOOLNEXUS_LEASE_MS": s.lease_ms,
         "TOOLNEXUS_ANSWERS_LISTEN": s.answers and s.answers.listen,
         "TOOLNEXUS_ANSWERS_BASE_URL": s.answers and s.answers.base_url,
+        "TOOLNEXUS_OTLP_ENDPOINT": s.tracing.endpoint,
+        "TOOLNEXUS_OTEL_CAPTURE_CONTENT": s.tracing.capture_content,
     }[name]
 
 
