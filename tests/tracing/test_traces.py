@@ -19,7 +19,8 @@ from tests.support.grpc_client import approval_agent, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer
-from toolnexus_devtools.model_server import APPROVAL_PATH, MODEL_PATH
+from toolnexus_daemon.model import JSON
+from toolnexus_devtools.model_server import APPROVAL_PATH, MODEL_PATH, chat_response, mock_model, tool_call
 
 from .collector import Collector, Span
 
@@ -197,3 +198,43 @@ def test_the_standard_variable_turns_tracing_on(tmp_path: Path, collector: Colle
         with channel:
             suspend(stub, model_server)
         collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 1)
+
+
+def manager_script(body: JSON) -> JSON:
+    """The manager delegates to the approver with ``task`` and reports its answer; the approver is
+    the reference mock model (it calls its approval tool, then answers with the tool's output)."""
+    messages = body.get("messages") or []
+    if messages and messages[0].get("content") != "manager":
+        return mock_model(body)
+    told = [m for m in messages if m.get("role") == "tool"]
+    if told:
+        return chat_response(content=str(told[0].get("content")), usage=(4, 1, 5))
+    return chat_response(tool_calls=[tool_call("task", {"agent": AGENT, "prompt": "get it approved"})],
+                         usage=(6, 3, 9))
+
+
+def test_a_task_child_runs_under_its_parents_tool_span(traced: DaemonProcess, collector: Collector,
+                                                       model_server: ScriptedModelServer) -> None:
+    model_server.script = manager_script
+    manager = pb.AgentDef(name="manager", does="delegates", soul="manager", team=[AGENT])
+    channel, stub = open_stub(traced.target)
+    with channel:
+        new = pb.NewRequest(agents=[manager, approval_agent(AGENT, model_server.approval_url)],
+                            llm=openai_llm(model_server.url))
+        rid = stub.New(new, timeout=10).runtime_id
+        handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="manager", prompt="go", wait_ms=20_000),
+                            timeout=30)
+        assert handle.result.status == "pending", handle
+        resume(stub, rid, handle.result.pending)
+    spans = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 2
+                               and len(named(s, "invoke_agent manager")) == 2)
+    assert len({s.trace_id for s in spans}) == 1  # delegation, suspension and answer: one trace
+    first_manager = next(s for s in named(spans, "invoke_agent manager") if not s.links)
+    task = next(s for s in children(spans, first_manager) if s.name == "execute_tool task")
+    assert task.attributes["toolnexus.outcome"] == "pending"
+    child_turns = named(spans, f"invoke_agent {AGENT}")
+    # the child's turn, and its continuation after the answer, hang under the task call's span
+    assert {s.parent_id for s in child_turns} == {task.span_id}
+    later_manager = next(s for s in named(spans, "invoke_agent manager") if s.links)
+    assert later_manager.parent_id == first_manager.span_id
+    assert later_manager.links == [(first_manager.trace_id, first_manager.span_id)]
