@@ -18,8 +18,8 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, open_stub, openai_llm
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_devtools import ScriptedModelServer
 from toolnexus_daemon.model import JSON
+from toolnexus_devtools import ScriptedModelServer
 from toolnexus_devtools.model_server import APPROVAL_PATH, MODEL_PATH, chat_response, mock_model, tool_call
 
 from .collector import Collector, Span
