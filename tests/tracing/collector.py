@@ -37,8 +37,9 @@ class Span:
     resource: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def traceparent(self) -> str:
-        return f"00-{self.trace_id}-{self.span_id}-01"
+    def ids(self) -> str:
+        """``<trace id>-<span id>``: what a ``traceparent`` naming this span carries besides its flags."""
+        return f"{self.trace_id}-{self.span_id}"
 
 
 def value_of(v: AnyValue) -> Any:

@@ -20,7 +20,15 @@ from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_daemon.model import JSON
 from toolnexus_devtools import ScriptedModelServer
-from toolnexus_devtools.model_server import APPROVAL_PATH, MODEL_PATH, chat_response, mock_model, tool_call
+from toolnexus_devtools.model_server import (
+    APPROVAL_PATH,
+    MESSAGES_PATH,
+    MODEL_PATH,
+    Reply,
+    chat_response,
+    mock_model,
+    tool_call,
+)
 
 from .collector import Collector, Span
 
@@ -71,7 +79,9 @@ def children(spans: list[Span], parent: Span) -> list[Span]:
 
 
 def traceparents(model: ScriptedModelServer, path: str) -> list[str]:
-    return [r.headers.get("traceparent", "") for r in model.received if r.path == path]
+    """The trace and span ids of each request's ``traceparent`` to ``path`` ("" when it had none)."""
+    return ["-".join(r.headers.get("traceparent", "").split("-")[1:3]) for r in model.received
+            if r.path == path]
 
 
 def test_a_suspended_run_is_one_trace_across_kill9(traced: DaemonProcess, collector: Collector,
@@ -108,8 +118,8 @@ def test_a_suspended_run_is_one_trace_across_kill9(traced: DaemonProcess, collec
     assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
     assert tool.attributes["toolnexus.outcome"] == "pending"
     # traceparent out: the model request carries its chat span, the webhook its tool span
-    assert traceparents(model_server, MODEL_PATH) == [chat.traceparent]
-    assert traceparents(model_server, APPROVAL_PATH) == [tool.traceparent]
+    assert traceparents(model_server, MODEL_PATH) == [chat.ids]
+    assert traceparents(model_server, APPROVAL_PATH) == [tool.ids]
 
     traced.kill9()  # between the suspension and its answer
     traced.start()
@@ -131,8 +141,8 @@ def test_a_suspended_run_is_one_trace_across_kill9(traced: DaemonProcess, collec
     assert final.attributes["gen_ai.response.finish_reasons"] == ["stop"]
     again = next(s for s in kids if s.name == "execute_tool approve")
     assert again.attributes["toolnexus.outcome"] == "ok"
-    assert traceparents(model_server, APPROVAL_PATH)[1] == again.traceparent
-    assert traceparents(model_server, MODEL_PATH)[1] == final.traceparent
+    assert traceparents(model_server, APPROVAL_PATH)[1] == again.ids
+    assert traceparents(model_server, MODEL_PATH)[1] == final.ids
 
 
 def test_no_content_in_spans_by_default(traced: DaemonProcess, collector: Collector,
@@ -173,7 +183,7 @@ def test_a_resume_under_a_trace_continues_under_its_caller(traced: DaemonProcess
         resume(stub, rid, request, (("traceparent", RESUMER),))
     spans = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 2)
     first, later = sorted(named(spans, f"invoke_agent {AGENT}"), key=lambda s: bool(s.links))
-    assert later.traceparent.split("-")[1] == RESUMER.split("-")[1]
+    assert later.trace_id == RESUMER.split("-")[1]
     assert later.parent_id == RESUMER.split("-")[2]
     assert later.links == [(first.trace_id, first.span_id)]
 
@@ -238,3 +248,50 @@ def test_a_task_child_runs_under_its_parents_tool_span(traced: DaemonProcess, co
     later_manager = next(s for s in named(spans, "invoke_agent manager") if s.links)
     assert later_manager.parent_id == first_manager.span_id
     assert later_manager.links == [(first_manager.trace_id, first_manager.span_id)]
+
+
+@pytest.mark.parametrize(("style", "stream", "path", "finish"), [
+    ("openai", True, MODEL_PATH, "tool_calls"),
+    ("anthropic", False, MESSAGES_PATH, "tool_use"),
+    ("anthropic", True, MESSAGES_PATH, "tool_use"),
+])
+def test_model_spans_of_every_http_style(traced: DaemonProcess, collector: Collector,
+                                         model_server: ScriptedModelServer, style: str, stream: bool,
+                                         path: str, finish: str) -> None:
+    """What the server reported (model, usage, finish reason) and the traceparent sent, streamed or
+    not."""
+    llm = pb.LlmConfig(style=style, base_url=model_server.url, model="scripted", stream=stream, timeout_ms=5000)
+    channel, stub = open_stub(traced.target)
+    with channel:
+        new = pb.NewRequest(agents=[approval_agent(AGENT, model_server.approval_url)], llm=llm)
+        rid = stub.New(new, timeout=10).runtime_id
+        spawn = pb.SpawnRequest(runtime_id=rid, agent=AGENT, prompt="go", wait_ms=20_000)
+        out = stub.Spawn(spawn, timeout=30)
+        assert out.result.status == "pending", out
+    spans = collector.wait_for(lambda s: len(named(s, "chat scripted")) == 1)
+    chat = named(spans, "chat scripted")[0]
+    assert chat.attributes["gen_ai.provider.name"] == style
+    assert chat.attributes["gen_ai.response.model"] == "scripted"
+    assert chat.attributes["gen_ai.response.finish_reasons"] == [finish]
+    usage = (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"])
+    assert usage == (3, 2)
+    assert traceparents(model_server, path) == [chat.ids]
+
+
+def test_a_failed_model_call_marks_its_spans(traced: DaemonProcess, collector: Collector,
+                                             model_server: ScriptedModelServer) -> None:
+    model_server.push(Reply(status=400, body={"error": {"message": "no such model"}}))
+    channel, stub = open_stub(traced.target)
+    with channel:
+        new = pb.NewRequest(agents=[approval_agent(AGENT, model_server.approval_url)],
+                            llm=openai_llm(model_server.url))
+        rid = stub.New(new, timeout=10).runtime_id
+        spawn = pb.SpawnRequest(runtime_id=rid, agent=AGENT, prompt="go", wait_ms=20_000)
+        out = stub.Spawn(spawn, timeout=30)
+        assert out.result.status == "error", out
+    spans = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 1)
+    turn, chat = named(spans, f"invoke_agent {AGENT}")[0], named(spans, "chat scripted")[0]
+    assert chat.parent_id == turn.span_id
+    assert (chat.status, turn.status) == (2, 2)  # error
+    assert "400" in chat.status_message
+    assert turn.attributes["toolnexus.result.status"] == "error"
