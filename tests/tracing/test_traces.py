@@ -260,7 +260,8 @@ def test_model_spans_of_every_http_style(traced: DaemonProcess, collector: Colle
                                          path: str, finish: str) -> None:
     """What the server reported (model, usage, finish reason) and the traceparent sent, streamed or
     not."""
-    llm = pb.LlmConfig(style=style, base_url=model_server.url, model="scripted", stream=stream, timeout_ms=5000)
+    llm = pb.LlmConfig(style=style, base_url=model_server.url, model="scripted", stream=stream,
+                       timeout_ms=5000)
     channel, stub = open_stub(traced.target)
     with channel:
         new = pb.NewRequest(agents=[approval_agent(AGENT, model_server.approval_url)], llm=llm)
