@@ -9,6 +9,11 @@ suspended.
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -296,3 +301,34 @@ def test_a_failed_model_call_marks_its_spans(traced: DaemonProcess, collector: C
     assert (chat.status, turn.status) == (2, 2)  # error
     assert "400" in chat.status_message
     assert turn.attributes["toolnexus.result.status"] == "error"
+
+
+def test_a_collector_that_is_down_does_not_hold_up_a_stop(tmp_path: Path) -> None:
+    """The spans still batched get about two seconds at SIGTERM (the SDK alone waits for its retries)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, never listening: refused
+        with ScriptedModelServer() as model:
+            proc = DaemonProcess(tmp_path / "data", "--otlp-endpoint", closed, env=FAST_EXPORT).start()
+            try:
+                channel, stub = open_stub(proc.target)
+                with channel:
+                    suspend(stub, model)
+            finally:
+                started = time.monotonic()
+                code = proc.stop(timeout=30)
+        assert code == 0 and time.monotonic() - started < 6, (code, proc.logs()[-2000:])
+
+
+def test_off_loads_nothing_of_the_sdk(tmp_path: Path) -> None:
+    """Without an endpoint the daemon builds the no-op tracer and never imports the SDK."""
+    script = ("import sys\n"
+              "from toolnexus_daemon.app import _tracer\n"
+              "from toolnexus_daemon.config import load\n"
+              "from toolnexus_daemon.engine.tracing import NOOP\n"
+              f"assert _tracer(load(['--data-dir', {str(tmp_path)!r}], {{}})) is NOOP\n"
+              "print(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk')))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

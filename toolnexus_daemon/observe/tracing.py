@@ -11,6 +11,7 @@ tracer provider — it does not install a global one — and passes trace contex
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 
 from opentelemetry import trace
@@ -29,6 +30,8 @@ Attrs = Mapping[str, str | int | float | bool | Sequence[str]]
 
 DEFAULT_SERVICE = "toolnexus-daemon"
 TRACES_PATH = "/v1/traces"
+# how long a stop waits for the spans still batched: a collector that is down must not hold it up
+SHUTDOWN_S = 2.0
 _KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT, "server": SpanKind.SERVER}
 _PROPAGATOR = TraceContextTextMapPropagator()
 
@@ -80,8 +83,9 @@ class OtelTracer:
         self.capture_content = settings.capture_content
         resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE})
         self._provider = TracerProvider(resource=resource)
-        exporter = OTLPSpanExporter(endpoint=traces_url(settings.endpoint) if settings.endpoint else None)
-        self._provider.add_span_processor(BatchSpanProcessor(exporter))
+        self._exporter = OTLPSpanExporter(endpoint=traces_url(settings.endpoint) if settings.endpoint else None)
+        self._processor = BatchSpanProcessor(self._exporter)
+        self._provider.add_span_processor(self._processor)
         self._tracer = self._provider.get_tracer("toolnexus_daemon", version)
 
     def start(self, name: str, kind: str, attrs: Attrs, *, parent: str = "", link: str = "") -> OtelSpan:
@@ -92,7 +96,14 @@ class OtelTracer:
         return OtelSpan(span)
 
     def shutdown(self) -> None:
-        self._provider.shutdown()  # the batch processor exports what it holds first
+        """Export what is batched, waiting at most ``SHUTDOWN_S``; past that (a collector that is down
+        or slow) stop retrying and let the export go: its threads do not keep the process up. (The
+        SDK's own flush and shutdown wait for the exporter's retries, up to 30 s.)"""
+        closing = threading.Thread(target=self._provider.shutdown, name="otel-shutdown", daemon=True)
+        closing.start()
+        closing.join(SHUTDOWN_S)
+        if closing.is_alive():
+            self._exporter.shutdown()
 
 
 # an empty context: a span started under it is a root (never the thread's current span)
