@@ -83,9 +83,9 @@ class OtelTracer:
         self.capture_content = settings.capture_content
         resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE})
         self._provider = TracerProvider(resource=resource)
-        self._exporter = OTLPSpanExporter(endpoint=traces_url(settings.endpoint) if settings.endpoint else None)
-        self._processor = BatchSpanProcessor(self._exporter)
-        self._provider.add_span_processor(self._processor)
+        endpoint = traces_url(settings.endpoint) if settings.endpoint else None  # None: the variables'
+        self._exporter = OTLPSpanExporter(endpoint=endpoint)
+        self._provider.add_span_processor(BatchSpanProcessor(self._exporter))
         self._tracer = self._provider.get_tracer("toolnexus_daemon", version)
 
     def start(self, name: str, kind: str, attrs: Attrs, *, parent: str = "", link: str = "") -> OtelSpan:
@@ -103,7 +103,7 @@ class OtelTracer:
         closing.start()
         closing.join(SHUTDOWN_S)
         if closing.is_alive():
-            self._exporter.shutdown()
+            self._exporter.shutdown()  # type: ignore[no-untyped-call]
 
 
 # an empty context: a span started under it is a root (never the thread's current span)
