@@ -332,3 +332,37 @@ def test_off_loads_nothing_of_the_sdk(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def two_tasks_script(body: JSON) -> JSON:
+    """The manager delegates twice in one step; the members answer "ok" (the reference mock)."""
+    messages = body.get("messages") or []
+    if messages and messages[0].get("content") != "manager":
+        return mock_model(body)
+    if any(m.get("role") == "tool" for m in messages):
+        return chat_response(content="both done", usage=(4, 1, 5))
+    calls = [tool_call("task", {"agent": "plain", "prompt": f"part {i}"}, id=f"call_{i}") for i in (1, 2)]
+    return chat_response(tool_calls=calls, usage=(6, 3, 9))
+
+
+def test_a_queued_wake_keeps_its_callers_trace(traced: DaemonProcess, collector: Collector,
+                                               model_server: ScriptedModelServer) -> None:
+    """With one running child allowed, the second ``task`` call's wake is queued; the turn that
+    consumes it later is still a child of that call's span."""
+    model_server.script = two_tasks_script
+    manager = pb.AgentDef(name="manager", does="delegates", soul="manager", team=["plain"],
+                          budget=pb.Budget(max_concurrent=1))
+    plain = pb.AgentDef(name="plain", does="answers", soul="plain")
+    channel, stub = open_stub(traced.target)
+    with channel:
+        rid = stub.New(pb.NewRequest(agents=[manager, plain], llm=openai_llm(model_server.url)),
+                       timeout=10).runtime_id
+        out = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="manager", prompt="go", wait_ms=20_000),
+                         timeout=30)
+        assert out.result.text == "both done", out
+    spans = collector.wait_for(lambda s: len(named(s, "invoke_agent plain")) == 2
+                               and len(named(s, "invoke_agent manager")) == 1)
+    tasks = {s.attributes["gen_ai.tool.call.id"]: s for s in named(spans, "execute_tool task")}
+    members = named(spans, "invoke_agent plain")
+    assert sorted(s.parent_id for s in members) == sorted(t.span_id for t in tasks.values())
+    assert len({s.trace_id for s in spans}) == 1
