@@ -366,3 +366,15 @@ def test_a_queued_wake_keeps_its_callers_trace(traced: DaemonProcess, collector:
     members = named(spans, "invoke_agent plain")
     assert sorted(s.parent_id for s in members) == sorted(t.span_id for t in tasks.values())
     assert len({s.trace_id for s in spans}) == 1
+
+
+@pytest.mark.parametrize("bad", ["garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                                 "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"])
+def test_a_malformed_traceparent_is_ignored(traced: DaemonProcess, collector: Collector,
+                                            model_server: ScriptedModelServer, bad: str) -> None:
+    """Tracing never refuses a call: a traceparent that is not W3C's is dropped (a trace of its own)."""
+    channel, stub = open_stub(traced.target)
+    with channel:
+        suspend(stub, model_server, (("traceparent", bad),))
+    spans = collector.wait_for(lambda s: len(named(s, f"invoke_agent {AGENT}")) == 1)
+    assert named(spans, f"invoke_agent {AGENT}")[0].parent_id == ""
