@@ -166,7 +166,7 @@ class Settings:
                "advertise": self.advertise, "node-id": self.node_id, "lease-ms": str(self.lease_ms),
                "answers-listen": self.answers.listen if self.answers else "",
                "answers-base-url": self.answers.base_url if self.answers else "",
-               "otlp-endpoint": self.tracing.endpoint,
+               "otlp-endpoint": redact_dsn(self.tracing.endpoint) if self.tracing.endpoint else "",
                "otel-capture-content": _bool(self.tracing.capture_content)}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
