@@ -27,7 +27,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
-from . import web
+from . import __version__, web
 from .api.forward import Forwarder
 from .api.link_forward import LinkForwarder
 from .api.server import ListenError, create_server, set_health
@@ -37,6 +37,7 @@ from .clock import SystemClock
 from .config import Settings
 from .engine.engine import Engine
 from .engine.runtime import Runtime
+from .engine.tracing import NOOP, Tracer
 from .envexpand import EnvAllowList
 from .errors import NodeTaken, StoreError, StoreLocked
 from .llm.factory import model_factory
@@ -79,6 +80,8 @@ class _Daemon:
     answers: web.WebServer | None = None
     # the MCP server (--mcp-listen), once bound
     mcp: McpListener | None = None
+    # the engine's tracer (--otlp-endpoint): flushed at shutdown
+    tracer: Tracer = NOOP
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -119,6 +122,16 @@ def run(settings: Settings) -> int:
     return code
 
 
+def _tracer(settings: Settings) -> Tracer:
+    """The OpenTelemetry tracer when an OTLP endpoint is configured; the SDK is not even imported
+    otherwise."""
+    if not settings.tracing.on(os.environ):
+        return NOOP
+    from .observe.tracing import build
+
+    return build(settings.tracing, os.environ, __version__) or NOOP
+
+
 def _build(settings: Settings, store: Store) -> _Daemon:
     hub = WorkerHub()
     allow = EnvAllowList(settings.allow_env)
@@ -140,9 +153,10 @@ def _build(settings: Settings, store: Store) -> _Daemon:
             log.exception("event log failed")
 
     membership = _membership(settings, store)
+    tracer = _tracer(settings)
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
-                    limits=settings.peer_limits(), env_allow=allow, ownership=membership)
+                    limits=settings.peer_limits(), env_allow=allow, ownership=membership, tracer=tracer)
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,
@@ -154,7 +168,7 @@ def _build(settings: Settings, store: Store) -> _Daemon:
         servicer.forwarder.on_unreachable = membership.forget
         _observe_cluster(metrics, membership, servicer.forwarder, engine)
     return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
-                   web.metrics_server(metrics.registry, lambda: _serving(health)), membership)
+                   web.metrics_server(metrics.registry, lambda: _serving(health)), membership, tracer=tracer)
 
 
 async def _serving(health: HealthServicer) -> bool:
@@ -326,3 +340,4 @@ async def _shutdown(daemon: _Daemon, grace: float) -> None:
         await daemon.servicer.forwarder.close()
     if daemon.membership is not None:
         await daemon.membership.leave()
+    await asyncio.to_thread(daemon.tracer.shutdown)  # exports the spans still batched

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, config_answers, config_mcp
+from . import __version__, config_answers, config_mcp, config_tracing
 from .bounds import PeerLimits
 from .config_answers import Answers
 from .config_mcp import McpServe
+from .config_tracing import Tracing
 from .errors import StoreError
 from .store.dsn import is_pg_dsn, read_password_file
 from .store.dsn import redact as redact_dsn
@@ -133,6 +134,8 @@ class Settings:
     answers: Answers | None = None
     # the MCP server (--mcp-listen, --mcp-expose); None = off
     mcp: McpServe | None = None
+    # OpenTelemetry traces (config_tracing); off unless an OTLP endpoint is configured
+    tracing: Tracing = field(default_factory=Tracing)
 
     @property
     def clustered(self) -> bool:
@@ -171,7 +174,9 @@ class Settings:
                "answers-listen": self.answers.listen if self.answers else "",
                "answers-base-url": self.answers.base_url if self.answers else "",
                "mcp-listen": self.mcp.listen if self.mcp else "",
-               "mcp-expose": ",".join(self.mcp.expose) if self.mcp else ""}
+               "mcp-expose": ",".join(self.mcp.expose) if self.mcp else "",
+               "otlp-endpoint": redact_dsn(self.tracing.endpoint) if self.tracing.endpoint else "",
+               "otel-capture-content": _bool(self.tracing.capture_content)}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -277,6 +282,7 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
                         "default off)")
     config_answers.add_flags(g, env)
     config_mcp.add_flags(g, env)
+    config_tracing.add_flags(g, env)
     g.add_argument("--grace", type=float, default=env_value(env, "TOOLNEXUS_GRACE", float, DEFAULT_GRACE_S),
                    help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
@@ -535,4 +541,5 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                     allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns),
                     answers=config_answers.answers(parser, ns, tls is not None, ns.insecure),
                     mcp=config_mcp.mcp(parser, ns, tls is not None, ns.insecure),
+                    tracing=config_tracing.tracing(parser, ns),
                     **_cluster(parser, ns))

@@ -59,6 +59,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_ANSWERS_BASE_URL": ("https://approve.example/", "https://approve.example"),
         "TOOLNEXUS_MCP_LISTEN": ("8765", "127.0.0.1:8765"),
         "TOOLNEXUS_MCP_EXPOSE": ("a, b", ("a", "b")),
+        "TOOLNEXUS_OTLP_ENDPOINT": ("http://127.0.0.1:4318", "http://127.0.0.1:4318"),
+        "TOOLNEXUS_OTEL_CAPTURE_CONTENT": ("on", True),
     }
 
 
@@ -90,6 +92,8 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_ANSWERS_LISTEN": s.answers and s.answers.listen,
         "TOOLNEXUS_ANSWERS_BASE_URL": s.answers and s.answers.base_url,
         "TOOLNEXUS_MCP_LISTEN": s.mcp and s.mcp.listen, "TOOLNEXUS_MCP_EXPOSE": s.mcp and s.mcp.expose,
+        "TOOLNEXUS_OTLP_ENDPOINT": s.tracing.endpoint,
+        "TOOLNEXUS_OTEL_CAPTURE_CONTENT": s.tracing.capture_content,
     }[name]
 
 

@@ -27,7 +27,7 @@ from ..engine.watch import FellBehind
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID, EventType
 from ..relay import WorkerHub
-from . import convert, pending
+from . import convert, pending, trace_meta
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
@@ -157,6 +157,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     @forwarded
     async def New(self, request: pb.NewRequest, context: Ctx) -> pb.NewResponse:
         self._require_open()
+        trace_meta.adopt(context)
         reg = registry_from(request, self.facts.limits)
         out = await self._engine.new(request.runtime_id, reg.agents, reg.llm, reg.options,
                                      request.runtime_key or presented_key(context))
@@ -205,6 +206,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             raise InvalidArgument("wait_ms waits for the turn a prompt starts: set prompt too "
                                   "(or Spawn, then Wake with wait_ms)")
         check_prompt(self.facts.limits, request.prompt, "prompt")
+        trace_meta.adopt(context)
         rt = await self._runtime(request.runtime_id, context)
         parent, budget = request.parent or ROOT_ID, spawn_budget(request)
         if not request.prompt:
@@ -219,6 +221,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def Wake(self, request: pb.WakeRequest, context: Ctx) -> pb.WakeResponse:
         check_wait_ms(request.wait_ms)
         check_prompt(self.facts.limits, request.prompt, "prompt")
+        trace_meta.adopt(context)
         rt = await self._runtime(request.runtime_id, context)
         woken = await rt.wake_for(request.handle, request.prompt, request.wait_ms)
         response = pb.WakeResponse(queued=woken.queued)
@@ -255,6 +258,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             raise InvalidArgument("answer is required")
         answer = convert.answer_from(request.answer)
         self._require_open()
+        trace_meta.adopt(context)
         rt = await open_for_answer(self._engine, request.runtime_id, answer.id, request.handle, context)
         try:
             out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait,

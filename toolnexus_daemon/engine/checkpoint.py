@@ -151,6 +151,10 @@ class Checkpoint:
     fingerprint: Fingerprint | None = None
     # this turn's part of every call_id (``call_base``); "" in checkpoints older than tags
     tag: str = field(default_factory=new_tag)
+    # the turn's trace context as W3C traceparents (``spans``): the parent its spans hang under
+    # and its last span (the one that suspended); "" when no trace is kept
+    trace_parent: str = ""
+    trace_span: str = ""
 
     def to_json(self) -> JSON:
         return {"input": self.input, "turn_start": self.turn_start,
@@ -159,10 +163,14 @@ class Checkpoint:
                 "answer": self.answer.to_json() if self.answer else None,
                 **({"reinvoke_announced": True} if self.reinvoke_announced else {}),
                 **({"fingerprint": self.fingerprint.to_json()} if self.fingerprint else {}),
-                **({"tag": self.tag} if self.tag else {})}
+                **({"tag": self.tag} if self.tag else {}),
+                **({"trace": {"parent": self.trace_parent, "span": self.trace_span}}
+                   if self.trace_parent or self.trace_span else {})}
 
     @classmethod
     def from_json(cls, d: JSON) -> Checkpoint:
+        trace = d.get("trace")
+        trace = trace if isinstance(trace, dict) else {}
         return cls(input=d.get("input") or "", turn_start=int(d["turn_start"]),
                    drained=[InboxItem.from_json(i) for i in d.get("drained") or []],
                    turns=int(d.get("turns") or 0), tokens=int(d.get("tokens") or 0),
@@ -170,7 +178,8 @@ class Checkpoint:
                    answer=Answer.from_json(d["answer"]) if d.get("answer") else None,
                    reinvoke_announced=bool(d.get("reinvoke_announced")),
                    fingerprint=Fingerprint.from_json(d["fingerprint"]) if d.get("fingerprint") else None,
-                   tag=str(d.get("tag") or ""))
+                   tag=str(d.get("tag") or ""), trace_parent=str(trace.get("parent") or ""),
+                   trace_span=str(trace.get("span") or ""))
 
 
 def reconcile_id(call_id: str, round_: int) -> str:

@@ -27,6 +27,7 @@ from .handle import Handle
 from .handles import HandleTable
 from .landing import Landing
 from .requests import RequestIndex
+from .tracing import Tracer
 
 
 class ActGuard(Protocol):
@@ -54,6 +55,8 @@ class Deps(Protocol):
     def answer_base(self) -> str: ...
     @property
     def guard(self) -> ActGuard: ...
+    @property
+    def tracer(self) -> Tracer: ...
 
 
 class RuntimeContext(Protocol):

@@ -39,6 +39,7 @@ from .detached import run_to_end
 from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
+from .tracing import NOOP, Tracer
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -65,7 +66,8 @@ class Engine:
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
                  observer: Observer | None = None, limits: PeerLimits | None = None,
-                 env_allow: EnvAllowList | None = None, ownership: Ownership | None = None) -> None:
+                 env_allow: EnvAllowList | None = None, ownership: Ownership | None = None,
+                 tracer: Tracer = NOOP) -> None:
         self.store = store
         # the one commit path of every runtime: their changes share transactions (committer.py)
         self.committer = Committer(store)
@@ -79,6 +81,7 @@ class Engine:
         self.lost_listeners: list[Callable[[str], None]] = []
         self._forgetting: set[asyncio.Task[None]] = set()
         self.limits = limits or PeerLimits()
+        self.tracer = tracer
         # None: no check (engine tests); the daemon always passes the operator's list
         self.env_allow = env_allow
         # what answer links start with; set by the composition root once the listener is bound
@@ -287,7 +290,7 @@ class Engine:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, committer=self.committer, resolver=self._resolver,
                            observer=self._observe, limits=self.limits, guard=self._guard_for(fence),
-                           answer_base=self.answer_base)
+                           answer_base=self.answer_base, tracer=self.tracer)
 
     def _fenced(self, runtime_id: str, fence: Fence) -> None:
         self.fenced_commits += 1

@@ -47,6 +47,9 @@ class Handle:
     tool_calls: int = 0
     # wakes of children waiting for a running-child slot, FIFO: [child id, prompt]
     wake_queue: list[list[str]] = field(default_factory=list)
+    # the caller's trace context of a queued wake, by child id (engine.tracing; kept apart from
+    # ``wake_queue`` so records stay readable by daemons that know no tracing)
+    wake_traces: dict[str, str] = field(default_factory=dict)
     # suspended inline while an interpreter answers; recovery turns it back into running
     escalating: bool = False
     # when the current durable suspension began (seconds since the epoch; 0 = not suspended)
@@ -76,6 +79,7 @@ class Handle:
             "budget": self.budget.to_json(), "spawned_at": self.spawned_at,
             "tool_calls": self.tool_calls, "wake_queue": [list(q) for q in self.wake_queue],
             "escalating": self.escalating, "suspended_at": self.suspended_at,
+            **({"wake_traces": dict(self.wake_traces)} if self.wake_traces else {}),
         }
 
     @classmethod
@@ -94,6 +98,7 @@ class Handle:
             spawned_at=float(d.get("spawned_at") or 0.0), tool_calls=int(d.get("tool_calls") or 0),
             wake_queue=[list(q) for q in d.get("wake_queue") or []], escalating=bool(d.get("escalating")),
             suspended_at=float(d.get("suspended_at") or 0.0),
+            wake_traces={str(k): str(v) for k, v in (d.get("wake_traces") or {}).items()},
         )
 
     @property

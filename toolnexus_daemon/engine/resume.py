@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..clock import parse_rfc3339
 from ..errors import AlreadyAnswered, FailedPrecondition, InvalidArgument, NotFound
 from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
-from . import drift, notes
+from . import drift, notes, tracing
 from .change import Change
 from .handle import Handle
 from .requests import RequestEntry, WaitState
@@ -122,6 +122,8 @@ def _restart(rt: RuntimeContext, h: Handle, answer: Answer, change: Change, *, c
     assert h.cp is not None, f"suspended handle {h.id} has no checkpoint"
     h.cp.answer = answer
     h.cp.fingerprint = None  # the suspension it described is over
+    if tracing.caller.get():  # a Resume under a trace: the continuation is a child of its caller
+        h.cp.trace_parent = tracing.caller.get()
     h.pending = None
     h.suspended_at = 0.0
     h.state = HandleState.RUNNING

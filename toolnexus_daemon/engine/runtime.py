@@ -61,6 +61,7 @@ from .landing import Landing
 from .lifetime import RuntimeLifetime
 from .requests import RequestIndex
 from .resume import ResumeOutcome
+from .tracing import NOOP, Tracer
 from .waiting import ResultWait
 from .watch import watch as watch_events
 
@@ -103,6 +104,8 @@ class RuntimeDeps:
     guard: CommitGuard = field(default_factory=AllowAll)
     # what answer links start with (--answers-base-url); "" = the daemon serves none
     answer_base: str = ""
+    # where the spans of turns, model calls and tool calls go (``tracing``; off by default)
+    tracer: Tracer = NOOP
 
 
 class Runtime:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..bounds import check_tool_result
 from ..model import JSON, Answer, EventType, OnCrash, Request, ToolResult
 from ..tools.base import OutcomeUnknown, ToolInvocation
-from . import notes, uncertain
+from . import notes, spans, tracing, uncertain
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step, request_id_for
 from .escalate import try_inline
@@ -203,6 +203,23 @@ def is_task_call(rt: RuntimeContext, h: Handle, call: Call) -> bool:
 
 async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | None,
                   default_req_id: str) -> ToolResult:
+    """One call under its ``execute_tool`` span; a ``task`` call's child is woken under it."""
+    span = spans.start_tool(rt, h, call)
+    token = tracing.caller.set(span.traceparent) if span.traceparent else None
+    try:
+        result = await _invoke_call(rt, h, call, answer, default_req_id, span.traceparent)
+    except BaseException as exc:
+        spans.end_tool(rt, span, None, str(exc) or type(exc).__name__)
+        raise
+    finally:
+        if token is not None:
+            tracing.caller.reset(token)
+    spans.end_tool(rt, span, result)
+    return result
+
+
+async def _invoke_call(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | None,
+                       default_req_id: str, traceparent: str) -> ToolResult:
     if call.invalid:
         return ToolResult(output=f"invalid JSON arguments for {call.name}: {call.invalid}", is_error=True)
     if is_task_call(rt, h, call):
@@ -215,7 +232,8 @@ async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | No
     if executor is None:
         return ToolResult(output=f'tool "{tool.name}": source {tool.source} is not supported', is_error=True)
     inv = ToolInvocation(runtime_id=rt.id, handle=h.id, call_id=call.call_id, tool=tool,
-                         arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms)
+                         arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms,
+                         traceparent=traceparent)
     deadline_ms = tool.deadline_ms or rt.deps.limits.tool_deadline_ms
     rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
     try:

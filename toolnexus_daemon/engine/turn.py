@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..bounds import PeerDataError, check_reply, parse_arguments
@@ -21,7 +22,7 @@ from ..errors import StoreError, StoreUnavailable
 from ..llm.base import ModelError, ModelReply, ModelRequest
 from ..model import JSON, EventType, HandleState, Status, TaskResult, Usage
 from . import budget as budgets
-from . import notes, wakes
+from . import notes, spans, tracing, wakes
 from .change import Change
 from .checkpoint import Call, Checkpoint, Step, call_base
 from .handle import Handle
@@ -47,8 +48,14 @@ async def run_turn(rt: RuntimeContext, h: Handle, landing: Landing | None = None
     """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``. A store
     that cannot be reached hands the turn to the runtime, which continues it from its checkpoint
     once the store is back (``lifetime.heal``): the turn can be neither recorded nor failed now."""
+    tracing.caller.set("")  # this task's own context: a child it wakes is not the waker's caller's
+    span = spans.start_turn(rt, h)
+    tracing.current_turn.set(span)
     try:
-        await _loop(rt, h, landing)
+        try:
+            await _loop(rt, h, landing)
+        finally:
+            spans.end_turn(h, span, _cancelled())
         if h.state is not HandleState.RUNNING and not _cancelled():
             await wakes.slot_freed(rt, h)
     except StoreUnavailable as exc:
@@ -161,19 +168,24 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
         landing = None
     slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
     call_id = f"{call_base(rt.id, h.id, cp.tag)}/m{h.turns_total + 1}"  # the same when re-issued
+    body = _request_body(rt, h, landing)
+    span = spans.start_model(rt, h, body)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=call_id,
-                           body=_request_body(rt, h, landing), take_timeout_ms=rt.options.tool_timeout_ms,
+                           body=body, take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
-                           sleep=_acting_after(rt, slot.sleep_outside))
+                           sleep=_acting_after(rt, slot.sleep_outside), traceparent=span.traceparent)
     try:
         async with slot:
             rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
             reply = await rt.deps.model.complete(request)
-    except ModelError:
-        await landed(landing)  # a store refusal is the turn's failure, not the model's
+    except BaseException as exc:
+        spans.end_model(rt, span, None, str(exc) or type(exc).__name__)
+        if isinstance(exc, ModelError):
+            await landed(landing)  # a store refusal is the turn's failure, not the model's
         raise
-    await landed(landing)
     reply = with_usage(reply, request.body)
+    spans.end_model(rt, span, reply)
+    await landed(landing)
     try:
         check_reply(reply.message, reply.usage, rt.deps.limits)
     except PeerDataError as exc:  # the turn ends error naming the problem; nothing is committed
@@ -201,7 +213,7 @@ def with_usage(reply: ModelReply, body: JSON) -> ModelReply:
         return reply
     prompt = max(1, len(json.dumps(body.get("messages") or [], default=str)) // BYTES_PER_TOKEN)
     completion = max(1, len(json.dumps(reply.message, default=str)) // BYTES_PER_TOKEN)
-    return ModelReply(reply.message, Usage(prompt, completion, prompt + completion, estimated=True))
+    return replace(reply, usage=Usage(prompt, completion, prompt + completion, estimated=True))
 
 
 def _parse_calls(rt: RuntimeContext, base: str, number: int, message: JSON) -> list[Call]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import FailedPrecondition, NotFound
 from ..model import JSON, ROOT_ID, Budget, EventType, HandleState, InboxItem
 from . import budget as budgets
-from . import notes
+from . import notes, tracing
 from .change import Change
 from .checkpoint import Checkpoint
 from .handle import Handle, children_log
@@ -86,6 +86,8 @@ async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change) 
         if any(q[0] == h.id for q in parent.wake_queue):
             raise FailedPrecondition(f'handle "{h.id}" already has a queued wake')
         parent.wake_queue.append([h.id, prompt])
+        if tracing.caller.get():  # the turn that consumes the wake is still a child of the caller's span
+            parent.wake_traces[h.id] = tracing.caller.get()
         note = notes.wake_queued(h.id, budgets.max_concurrent(parent))
         await rt.commit(change.save(parent).event(h, EventType.POST, note, data={"queued": True}))
         return True
@@ -100,11 +102,15 @@ def _slots_full(rt: RuntimeContext, parent: Handle) -> bool:
     return running >= budgets.max_concurrent(parent) or bool(parent.wake_queue)
 
 
-async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> None:
+async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change,
+                 trace: str | None = None) -> None:
+    """``trace``: the waker's trace context when it is not this task's (a dequeued wake)."""
     drained, h.inbox = h.inbox, []
     text = prompt + inbox_block(drained)
     h.state = HandleState.RUNNING
-    h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained)
+    # the caller's trace context (``tracing``): the turn's spans are children of the caller's span
+    h.cp = Checkpoint(input=text, turn_start=h.log_len, drained=drained,
+                      trace_parent=tracing.caller.get() if trace is None else trace)
     message: JSON = {"role": "user", "content": text}
     index = h.log_len
     change.save(h).message(h, index, message).checkpoint(h, h.cp)
@@ -126,13 +132,14 @@ async def slot_freed(rt: RuntimeContext, h: Handle) -> None:
         if running >= budgets.max_concurrent(parent):
             return
         child_id, prompt = parent.wake_queue.pop(0)
+        trace = parent.wake_traces.pop(child_id, "")
         child = rt.handles.get(child_id)
         change = Change().save(parent)
         if child is None or child.state is not HandleState.IDLE:
             await rt.commit(change)
             continue
         change.event(child, EventType.POST, notes.dequeued(child.id), data={"dequeued": True})
-        await _start(rt, child, prompt, change)
+        await _start(rt, child, prompt, change, trace)
 
 
 def inbox_block(items: list[InboxItem]) -> str:

@@ -46,6 +46,8 @@ class AnthropicTransport(HttpTransport):
     async def complete(self, request: ModelRequest) -> ModelReply:
         """POST the translated body, retrying transient failures; raise ModelError once they are spent."""
         headers, secrets = self._headers()
+        if request.traceparent:
+            headers["traceparent"] = request.traceparent
         stream = self._config.stream
         body = anthropic_body(request.body, self._config.max_tokens or DEFAULT_MAX_TOKENS, stream=stream)
         read: Reader = (stream_reader(AnthropicStream, reply_from_anthropic, request.on_text)
@@ -223,7 +225,8 @@ def reply_from_anthropic(body: JSON) -> ModelReply:
     if calls:
         message["tool_calls"] = calls
     message[BLOCKS_KEY] = blocks
-    return ModelReply(message=message, usage=usage_from_anthropic(body.get("usage")))
+    return ModelReply(message=message, usage=usage_from_anthropic(body.get("usage")),
+                      model=str(body.get("model") or ""), finish_reason=str(body.get("stop_reason") or ""))
 
 
 def usage_from_anthropic(usage: object) -> Usage:

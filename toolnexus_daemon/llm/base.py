@@ -33,6 +33,8 @@ class ModelRequest:
     on_text: Callable[[str], None] | None = None
     # how a transport waits between attempts; the engine's gives the turn's slot up meanwhile
     sleep: Callable[[float], Awaitable[None]] | None = None
+    # the W3C trace context of the call's span, sent as the ``traceparent`` header ("" = none)
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class ModelReply:
     # the assistant message, appended verbatim: {"role": "assistant", "content", "tool_calls"?}
     message: JSON
     usage: Usage
+    # what the server said it ran and why it stopped, for traces ("" when it did not say)
+    model: str = ""
+    finish_reason: str = ""
 
 
 class ModelError(Exception):
@@ -62,7 +67,9 @@ def reply_from_openai(body: JSON) -> ModelReply:
         raise ModelError("model response choice has no message")
     message = dict(message)
     message.setdefault("role", "assistant")
-    return ModelReply(message=message, usage=usage_from_openai(body.get("usage")))
+    return ModelReply(message=message, usage=usage_from_openai(body.get("usage")),
+                      model=str(body.get("model") or ""),
+                      finish_reason=str(choices[0].get("finish_reason") or ""))
 
 
 def usage_from_openai(usage: object) -> Usage:

@@ -34,6 +34,9 @@ class OpenAITransport(HttpTransport):
     async def complete(self, request: ModelRequest) -> ModelReply:
         """POST the body, retrying transient failures; raise ModelError once they are spent."""
         headers = self._headers()
+        secrets = secret_values(headers)
+        if request.traceparent:
+            headers["traceparent"] = request.traceparent
         body = outgoing_body(request.body)
         body = streaming_body(body) if self._config.stream else body
         read: Reader = (stream_reader(OpenAIStream, reply_from_openai, request.on_text)
@@ -41,7 +44,7 @@ class OpenAITransport(HttpTransport):
         return await self._policy.run(
             lambda: exchange(self._client, self._url, body, headers, self._timeout_ms, read,
                              stream=self._config.stream),
-            secret_values(headers), budget_ms=self._timeout_ms, sleep=request.sleep)
+            secrets, budget_ms=self._timeout_ms, sleep=request.sleep)
 
     def _headers(self) -> httpx.Headers:
         """The request headers; every value in them is treated as a secret in messages."""
@@ -108,6 +111,7 @@ class OpenAIStream:
         self._calls: dict[int, JSON] = {}
         self._usage: JSON = {}
         self._finish: str | None = None
+        self._model = ""
         self._done = False
 
     @property
@@ -126,6 +130,7 @@ class OpenAIStream:
         chunk = event_json(event)
         if chunk.get("error"):
             raise StreamError(str(chunk["error"])[:500])
+        self._model = self._model or str(chunk.get("model") or "")
         if isinstance(chunk.get("usage"), dict):
             self._usage = chunk["usage"]
         text = ""
@@ -167,5 +172,5 @@ class OpenAIStream:
         message: JSON = {"role": "assistant", "content": text if text or self._calls else None}
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        return {"object": "chat.completion", "usage": self._usage,
+        return {"object": "chat.completion", "usage": self._usage, "model": self._model,
                 "choices": [{"index": 0, "message": message, "finish_reason": self._finish}]}

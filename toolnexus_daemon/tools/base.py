@@ -24,6 +24,8 @@ class ToolInvocation:
     answer: Answer | None = None
     # source native: how long to wait for a connected worker to take the call
     take_timeout_ms: int = 30_000
+    # the W3C trace context of the call's span, sent as the ``traceparent`` header ("" = none)
+    traceparent: str = ""
 
     @property
     def action_id(self) -> str:

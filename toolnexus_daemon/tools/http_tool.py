@@ -79,6 +79,8 @@ async def send(client: httpx.AsyncClient, kind: str, inv: ToolInvocation, reques
     limit = timeout_ms(http)
     request.extensions["timeout"] = httpx.Timeout(limit / 1000).as_dict()
     request.headers.setdefault("Idempotency-Key", inv.call_id)
+    if inv.traceparent:
+        request.headers["traceparent"] = inv.traceparent
     try:
         # httpx times each read separately; the outer deadline bounds a slow trickle too
         async with asyncio.timeout(limit / 1000):

@@ -19,6 +19,7 @@ import { Dispatcher } from './dispatch.js';
 import { OpenCalls } from './calls.js';
 import { fromGrpcError } from './errors.js';
 import { loadContract } from './proto.js';
+import { withTrace } from './trace.js';
 import { toAnswer } from './types.js';
 import { EventStream } from './watch.js';
 import { WorkerStream } from './worker.js';
@@ -87,7 +88,7 @@ export function unary(client, method, request, metadata, deadlineMs, calls = nul
     calls?.ensureOpen();
     const options = deadlineMs ? { deadline: Date.now() + deadlineMs } : {};
     let release = () => {};
-    const call = client[method](request, metadata, options, (err, reply) => {
+    const call = client[method](request, withTrace(metadata), options, (err, reply) => {
       release();
       if (err) reject(calls ? calls.error(err) : fromGrpcError(err));
       else resolve(reply);

@@ -11,13 +11,18 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import _convert as convert
 from ._defs import Budget, Llm
 from ._gen import runtime_pb2 as pb
 from ._types import Answer
+
+try:  # the app's OpenTelemetry, when it has it: its current span becomes the agent's parent
+    from opentelemetry import propagate as _otel_propagate
+except ImportError:  # not a dependency of the client
+    _otel_propagate = None  # type: ignore[assignment]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TARGET_ENV = "TOOLNEXUS_TARGET"
@@ -47,6 +52,17 @@ def call_metadata(token: str | None, runtime_key: str | None) -> tuple[tuple[str
     if runtime_key:
         pairs.append((RUNTIME_KEY_HEADER, runtime_key))
     return tuple(pairs)
+
+
+def with_trace(metadata: Sequence[tuple[str, str]]) -> Sequence[tuple[str, str]]:
+    """``metadata`` plus the caller's ``traceparent`` when OpenTelemetry is in the app and a span is
+    current: the daemon makes the turns a call starts children of that span."""
+    if _otel_propagate is None:
+        return metadata
+    carrier: dict[str, str] = {}
+    _otel_propagate.inject(carrier)
+    traceparent = carrier.get("traceparent")
+    return (*metadata, ("traceparent", traceparent)) if traceparent else metadata
 
 
 def resolve_llm(llm: Llm | Mapping[str, Any] | None, transport: object | None) -> Llm:

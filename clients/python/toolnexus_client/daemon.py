@@ -120,6 +120,6 @@ class Daemon:
 
     def _rpc(self, method: Callable[..., R], request: Any, timeout: float | None) -> R:
         try:
-            return method(request, metadata=self._metadata, timeout=timeout)
+            return method(request, metadata=common.with_trace(self._metadata), timeout=timeout)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from err

@@ -23,7 +23,7 @@ import grpc
 
 from . import _common as common
 from . import _convert as convert
-from ._common import DEFAULT_TARGET, call_metadata, resolve_llm, resolve_target, resolve_token
+from ._common import DEFAULT_TARGET, call_metadata, resolve_llm, resolve_target, resolve_token, with_trace
 from ._defs import Budget, Llm, Registry
 from ._dispatch import Dispatcher, Resolver, Transport
 from ._gen import runtime_pb2 as pb
@@ -218,7 +218,7 @@ def _invoke(method: Callable[..., R], request: Any, metadata: Sequence[tuple[str
             timeout: float | None) -> R:
     """One unary call with the runtime's metadata; a grpc.RpcError becomes a ToolnexusError."""
     try:
-        return method(request, metadata=metadata, timeout=timeout)
+        return method(request, metadata=with_trace(metadata), timeout=timeout)
     except grpc.RpcError as err:
         raise from_rpc_error(err) from err
 

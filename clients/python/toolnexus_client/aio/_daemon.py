@@ -107,6 +107,6 @@ class Daemon:
 
     async def _rpc(self, method: Callable[..., Awaitable[R]], request: Any, timeout: float | None) -> R:
         try:
-            return await method(request, metadata=self._metadata, timeout=timeout)
+            return await method(request, metadata=common.with_trace(self._metadata), timeout=timeout)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from err

@@ -213,7 +213,7 @@ async def _invoke(method: Callable[..., Awaitable[R]], request: Any, metadata: S
                   timeout: float | None) -> R:
     """One unary call with the runtime's metadata; a grpc.RpcError becomes a ToolnexusError."""
     try:
-        return await method(request, metadata=metadata, timeout=timeout)
+        return await method(request, metadata=common.with_trace(metadata), timeout=timeout)
     except grpc.RpcError as err:
         raise from_rpc_error(err) from err
 
