@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, config_answers
+from . import __version__, config_answers, config_ui
 from .bounds import PeerLimits
 from .config_answers import Answers
 from .errors import StoreError
@@ -130,6 +130,8 @@ class Settings:
     lease_ms: int = DEFAULT_LEASE_MS
     # the answer-link listener (docs/protocol.md §10); None = off
     answers: Answers | None = None
+    # the web inspector's listener (docs/inspector.md); "" = off
+    ui_listen: str = ""
 
     @property
     def clustered(self) -> bool:
@@ -165,7 +167,8 @@ class Settings:
                "store-password-file": REDACTED if self.store_password is not None else "",
                "advertise": self.advertise, "node-id": self.node_id, "lease-ms": str(self.lease_ms),
                "answers-listen": self.answers.listen if self.answers else "",
-               "answers-base-url": self.answers.base_url if self.answers else ""}
+               "answers-base-url": self.answers.base_url if self.answers else "",
+               "ui-listen": self.ui_listen}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -270,6 +273,7 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
                    help="serve Prometheus metrics over HTTP at /metrics (env TOOLNEXUS_METRICS_LISTEN; "
                         "default off)")
     config_answers.add_flags(g, env)
+    config_ui.add_flags(g, env)
     g.add_argument("--grace", type=float, default=env_value(env, "TOOLNEXUS_GRACE", float, DEFAULT_GRACE_S),
                    help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
@@ -518,12 +522,15 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     _check_listen(parser, listen, tls, ns.insecure, ns.metrics_listen,
                   "--listen" if ns.listen else "TOOLNEXUS_LISTEN" if ns.listen_env else "--listen")
     _check_data_dir(parser, ns)
+    token = _auth_token(parser, ns, env)
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
                     grace=ns.grace, log_level=ns.log_level, event_loop=ns.event_loop,
                     limits=_limits(parser, ns),
-                    auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
+                    auth_token=token, reflection_open=ns.reflection_open, tls=tls,
                     insecure=ns.insecure, metrics_listen=ns.metrics_listen,
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
                     allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns),
                     answers=config_answers.answers(parser, ns, tls is not None, ns.insecure),
+                    ui_listen=config_ui.ui_listen(parser, ns, token=bool(token), tls=tls is not None,
+                                                  insecure=ns.insecure),
                     **_cluster(parser, ns))
