@@ -69,8 +69,11 @@ POLL_S = 1.0
 STREAM_MAX_S = 3600.0
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-           "Cache-Control": "no-store", "X-Frame-Options": "DENY", "Cross-Origin-Opener-Policy": "same-origin"}
+# Referrer-Policy same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" with
+# its own form posts, which the Origin check then refuses
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "same-origin", "Cache-Control": "no-store", "X-Frame-Options": "DENY",
+           "Cross-Origin-Opener-Policy": "same-origin"}
 HTML = "text/html; charset=utf-8"
 
 # in a cluster: (moved, runtime, handle, answer, runtime key) → the owner's (top handle, duplicate),
