@@ -9,7 +9,9 @@ The data is written straight into an LMDB store as the engine writes it (``bench
 parked handles over 100 runtimes, plus one runtime with a handle and ``--events`` stored events),
 then the real daemon serves it with ``--ui-listen`` on loopback (no token: the inspector is open
 there). Each page is fetched ``--calls`` times over HTTP/1.1 with a fresh connection; what is timed
-is from sending the request to the first byte of the body (``ttfb``) and to the last (``total``).
+is from sending the request to the first byte of the body (``ttfb``) and to the last (``total``);
+the first fetch of each page (cold) is reported apart, and a page is within budget when the cold
+fetch and the 95th percentile of the rest are under 200 ms.
 """
 
 from __future__ import annotations
@@ -80,13 +82,17 @@ def fetch(address: str, path: str) -> tuple[float, float, int]:
 
 
 def measure(address: str, path: str, calls: int) -> dict[str, Any]:
+    """The first (cold: the store's pages not yet in memory) fetch apart, then ``calls`` more."""
+    cold = fetch(address, path)
     results = [fetch(address, path) for _ in range(calls)]
-    assert all(status == 200 for _, _, status in results), results[:3]
+    assert all(status == 200 for _, _, status in [cold, *results]), results[:3]
     ttfb = sorted(r[0] for r in results)
     total = sorted(r[1] for r in results)
-    return {"path": path, "calls": calls, "ttfb_median_ms": round(statistics.median(ttfb), 2),
+    p95 = ttfb[min(len(ttfb) - 1, int(len(ttfb) * 0.95))]
+    return {"path": path, "calls": calls, "cold_ttfb_ms": round(cold[0], 2),
+            "ttfb_median_ms": round(statistics.median(ttfb), 2), "ttfb_p95_ms": round(p95, 2),
             "ttfb_max_ms": round(ttfb[-1], 2), "total_median_ms": round(statistics.median(total), 2),
-            "within_budget": ttfb[-1] < BUDGET_MS}
+            "within_budget": p95 < BUDGET_MS and cold[0] < BUDGET_MS}
 
 
 def ui_address(proc: Any) -> str:

@@ -99,12 +99,15 @@ def ask_agent(model: ScriptedModelServer, *, prompt: str, output: str, data: JSO
 
 
 def park(stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer, agent: pb.AgentDef, *,
-         key: str = "", token: str | None = TOKEN) -> Parked:
-    """A runtime (protected by ``key`` when given) with one handle suspended on ``agent``'s tool."""
+         key: str = "", token: str | None = TOKEN, stream: bool = True) -> Parked:
+    """A runtime (protected by ``key`` when given) with one handle suspended on ``agent``'s tool;
+    its model replies stream (``text`` events) unless ``stream`` is False."""
     md = [("authorization", f"Bearer {token}")] if token else []
     if key:
         md.append(("x-toolnexus-runtime-key", key))
-    new = pb.NewRequest(agents=[agent], llm=openai_llm(model.url), runtime_key=key)
+    llm = openai_llm(model.url)
+    llm.stream = stream
+    new = pb.NewRequest(agents=[agent], llm=llm, runtime_key=key)
     rid = stub.New(new, metadata=md, timeout=5).runtime_id
     handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent=agent.name), metadata=md, timeout=5).handle
     stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="do it"), metadata=md, timeout=5)

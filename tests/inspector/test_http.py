@@ -4,6 +4,7 @@ Content-Security-Policy, the live timeline's server-sent events, and answering."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -233,3 +234,30 @@ def test_the_grpc_api_still_wants_the_token(env: Env) -> None:
     with pytest.raises(grpc.RpcError) as err:
         env.stub.ListRuntimes(pb.ListRuntimesRequest(), timeout=5)
     assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_the_event_stream_carries_the_model_text_live_and_then_the_result(env: Env) -> None:
+    from toolnexus_daemon.api._gen import runtime_pb2 as pb
+
+    parked = env.park(output="streamed <b>reply</b>")
+    md = [("authorization", f"Bearer {TOKEN}")]
+    seen: list[tuple[str, str]] = []
+    with login(env.base) as client, client.stream("GET", "/events", params={"id": parked.runtime},
+                                                  timeout=15) as reply:
+        kind = ""
+        answered = False
+        for line in reply.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                seen.append((kind, line[6:]))
+                if kind == "ev" and '"type": "pending"' in line and not answered:
+                    answered = True  # every stored event is in: now the turn that streams text
+                    answer = pb.Answer(id=parked.request, ok=True)
+                    env.stub.Resume(pb.ResumeRequest(runtime_id=parked.runtime, answer=answer, no_wait=True),
+                                    metadata=md, timeout=5)
+                if kind == "ev" and '"type": "result"' in line and '"what": "done:' in line:
+                    break
+    texts = "".join(json.loads(data)["text"] for kind, data in seen if kind == "text")
+    assert "streamed <b>reply</b>" in texts  # JSON in the stream; the page's script sets it as text
+    assert [k for k, _ in seen].index("text") < len(seen) - 1
