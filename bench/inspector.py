@@ -121,7 +121,8 @@ def run(parked: int, events: int, calls: int) -> dict[str, Any]:
             pages = {"pending": measure(address, "/pending", calls),
                      "pending_deep": measure(address, "/pending?runtime=rt-007", calls),
                      "runtime_events": measure(address, f"/runtime?id={EVENTS_RUNTIME}", calls),
-                     "runtime_events_oldest": measure(address, f"/runtime?id={EVENTS_RUNTIME}&after=0", calls),
+                     "runtime_events_oldest": measure(address, f"/runtime?id={EVENTS_RUNTIME}&after=0",
+                                                      calls),
                      "runtimes": measure(address, "/", calls)}
     return {"parked": parked, "events": events, "budget_ms": BUDGET_MS, "pages": pages, "machine": machine()}
 

@@ -18,8 +18,9 @@ LOOPBACK = "127.0.0.1"
 
 def add_flags(g: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
     g.add_argument("--ui-listen", default=env.get("TOOLNEXUS_UI_LISTEN", ""), metavar="HOST:PORT",
-                   help="serve the web inspector (runtimes, handle trees, live events, the pending inbox) "
-                        "over HTTP(S); a bare PORT means 127.0.0.1:PORT (env TOOLNEXUS_UI_LISTEN; default off)")
+                   help="serve the web inspector (runtimes, handle trees, live events, the pending "
+                        "inbox) over HTTP(S); a bare PORT means 127.0.0.1:PORT (env TOOLNEXUS_UI_LISTEN; "
+                        "default off)")
 
 
 def ui_listen(parser: argparse.ArgumentParser, ns: argparse.Namespace, *, token: bool, tls: bool,
@@ -34,7 +35,8 @@ def ui_listen(parser: argparse.ArgumentParser, ns: argparse.Namespace, *, token:
         listen = LOOPBACK + listen
     host, colon, port = listen.rpartition(":")
     if not colon or not host.strip("[]") or not port.isdigit() or int(port) > 65535:
-        parser.error(f"--ui-listen {listen!r}: want HOST:PORT or PORT (e.g. 127.0.0.1:8077, or 0 for a free port)")
+        parser.error(f"--ui-listen {listen!r}: want HOST:PORT or PORT (e.g. 127.0.0.1:8077, or 0 for "
+                     "a free port)")
     if loopback(host.strip("[]")):
         return listen
     if not token:

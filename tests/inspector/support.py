@@ -24,7 +24,8 @@ JSON = dict[str, Any]
 TOKEN = "inspector-test-token-0123456789"
 
 
-def inspector_daemon(tmp_path: Path, *, token: str | None = TOKEN, extra: tuple[str, ...] = ()) -> DaemonProcess:
+def inspector_daemon(tmp_path: Path, *, token: str | None = TOKEN,
+                     extra: tuple[str, ...] = ()) -> DaemonProcess:
     args: list[str] = ["--ui-listen", "127.0.0.1:0", *extra]
     if token is not None:
         token_file = tmp_path / "token"
@@ -111,7 +112,8 @@ def park(stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer, agent: pb.A
     rid = stub.New(new, metadata=md, timeout=5).runtime_id
     handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent=agent.name), metadata=md, timeout=5).handle
     stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="do it"), metadata=md, timeout=5)
-    result = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000), metadata=md, timeout=15)
+    wait = pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=10_000)
+    result = stub.Wait(wait, metadata=md, timeout=15)
     assert result.status == "pending", result
     return Parked(rid, handle, result.pending.id)
 

@@ -50,7 +50,8 @@ def test_log_in_open_the_runtime_approve_and_watch_the_agent_finish(browser: obj
             browser.get(base + "/")
             browser.find_element(By.ID, "token").send_keys(TOKEN)
             browser.find_element(By.ID, "login").click()
-            link = WebDriverWait(browser, 15).until(ec.presence_of_element_located((By.LINK_TEXT, parked.runtime)))
+            link = WebDriverWait(browser, 15).until(
+                ec.presence_of_element_located((By.LINK_TEXT, parked.runtime)))
             link.click()
             WebDriverWait(browser, 15).until(ec.text_to_be_present_in_element((By.ID, "stream-state"),
                                                                               "following live"))

@@ -34,7 +34,8 @@ XSS_REPLY = "done <script>alert(2)</script>"
 
 
 class Env:
-    def __init__(self, proc: DaemonProcess, stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> None:
+    def __init__(self, proc: DaemonProcess, stub: pb_grpc.AgentRuntimeStub,
+                 model: ScriptedModelServer) -> None:
         self.proc, self.stub, self.model = proc, stub, model
         self.base = ui_base(proc.target)
 

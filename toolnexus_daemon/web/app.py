@@ -56,7 +56,8 @@ async def serve_ui(settings: Settings, engine: Engine, clock: Clock,
     """Bind the web inspector's listener (``settings.ui_listen``); returns the server and the
     address it bound. In a cluster ``forward`` sends an answer for a runtime another daemon owns
     to that daemon."""
-    inspector = Inspector(engine, clock, settings.auth_token, secure=settings.tls is not None, forward=forward)
+    inspector = Inspector(engine, clock, settings.auth_token, secure=settings.tls is not None,
+                          forward=forward)
     server = WebServer(build(inspector.routes()), "the inspector", ssl_context=_ssl(settings))
     bound = await server.start(settings.ui_listen)
     inspector.bound(bound, loopback(bound.rpartition(":")[0].strip("[]")))

@@ -348,8 +348,8 @@ class Inspector:
         if asset is None:
             return Response(b"", 404)
         kind = "text/javascript" if name.endswith(".js") else "text/css"
-        return _secured(Response(asset, 200, {"Cache-Control": "no-cache"}, media_type=f"{kind}; charset=utf-8"),
-                        cache=False)
+        reply = Response(asset, 200, {"Cache-Control": "no-cache"}, media_type=f"{kind}; charset=utf-8")
+        return _secured(reply, cache=False)
 
 
 def ev_gone(exc: DaemonError) -> bool:

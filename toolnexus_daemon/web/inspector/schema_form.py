@@ -77,7 +77,8 @@ def _input(form_id: str, name: str, prop: JSON, required: bool) -> Safe:
         widget = render('<input type="checkbox" id="$id" name="$n" value="true"$c>', id=ident, n=field_name,
                         c=checked)
     else:
-        kind = {"number": 'number" step="any', "integer": 'number" step="1'}.get(str(prop.get("type")), "text")
+        kinds = {"number": 'number" step="any', "integer": 'number" step="1'}
+        kind = kinds.get(str(prop.get("type")), "text")
         value = "" if default is None else str(default)
         widget = render('<input type="$k" id="$id" name="$n" value="$v"$req>', k=Safe(kind), id=ident,
                         n=field_name, v=value, req=req)

@@ -26,8 +26,8 @@ def layout(title: str, body: Safe, session: Session | None, *, login: bool = Tru
         logout = render('<form method="post" action="/logout" class="inline">$csrf'
                         '<button type="submit" id="logout">Log out</button></form>',
                         csrf=csrf_field(session)) if login else Safe("")
-        nav = render('<nav><a href="/">Runtimes</a> <a href="/pending" id="nav-pending">Pending</a> $out</nav>',
-                     out=logout)
+        nav = render('<nav><a href="/">Runtimes</a> <a href="/pending" id="nav-pending">Pending</a> '
+                     '$out</nav>', out=logout)
     page = render('<!doctype html><html lang="en"><head><meta charset="utf-8">'
                   '<meta name="viewport" content="width=device-width,initial-scale=1">'
                   '<title>$title · toolnexus inspector</title>'
@@ -51,7 +51,8 @@ def login_page(error: str = "") -> bytes:
 
 
 def message_page(title: str, text: str, session: Session | None, status_id: str = "message") -> bytes:
-    body = render('<h1>$t</h1><p id="$i">$m</p><p><a href="/">Runtimes</a> · <a href="/pending">Pending</a></p>',
+    body = render('<h1>$t</h1><p id="$i">$m</p>'
+                  '<p><a href="/">Runtimes</a> · <a href="/pending">Pending</a></p>',
                   t=title, m=text, i=status_id)
     return layout(title, body, session)
 
@@ -122,13 +123,17 @@ def _handle_row(rec: JSON) -> Safe:
         req = Request.from_json(pending)
         waits = f"{req.kind or 'request'} {req.id}: {_cut(req.prompt, 200)}"
     last = rec.get("last_result")
-    result = f"{last.get('status')}: {_cut(str(last.get('text') or ''), 200)}" if isinstance(last, dict) else ""
-    usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
+    result = ""
+    if isinstance(last, dict):
+        result = f"{last.get('status')}: {_cut(str(last.get('text') or ''), 200)}"
+    usage = rec.get("usage")
+    tokens = usage.get("total_tokens") or 0 if isinstance(usage, dict) else 0
     return render('<tr class="handle" data-handle="$id" data-state="$state"><td class="depth-$d">$id</td>'
                   '<td>$agent</td><td class="state">$state</td><td>$turns</td><td>$tokens</td>'
                   '<td class="waits">$waits</td><td class="result">$result</td></tr>',
-                  id=hid, d=min(hid.count("/"), 8), agent=rec.get("agent") or "", state=rec.get("state") or "",
-                  turns=rec.get("turns_total") or 0, tokens=usage.get("total_tokens") or 0,
+                  id=hid, d=min(hid.count("/"), 8), agent=rec.get("agent") or "",
+                  state=rec.get("state") or "",
+                  turns=rec.get("turns_total") or 0, tokens=tokens,
                   waits=waits, result=result)
 
 
@@ -147,8 +152,9 @@ def _timeline(runtime_id: str, page: EventPage) -> Safe:
                             n="/runtime?" + urlencode({"id": runtime_id})))
     stream = "/events?" + urlencode({"id": runtime_id, "after": shown_to}) if newest else ""
     return render('<p class="paging">$links</p><div id="live-text"></div>'
-                  '<table id="timeline" data-stream="$stream"><thead><tr><th>Seq</th><th>At</th><th>Handle</th>'
-                  '<th>Type</th><th>What</th></tr></thead><tbody id="events">$rows</tbody></table>'
+                  '<table id="timeline" data-stream="$stream"><thead><tr><th>Seq</th><th>At</th>'
+                  '<th>Handle</th><th>Type</th><th>What</th></tr></thead>'
+                  '<tbody id="events">$rows</tbody></table>'
                   '<p id="stream-state" class="muted">$state</p>',
                   links=join(links, " · "), stream=stream, rows=rows,
                   state="following live" if newest else "")
@@ -180,8 +186,8 @@ def summary(ev: Event) -> str:
 def event_json(ev: Event) -> str:
     """An event as the live timeline's script takes it (JSON: it is parsed, never evaluated)."""
     if ev.type is EventType.TEXT:
-        return json.dumps({"type": "text", "handle": ev.handle, "text": str((ev.data or {}).get("delta", ""))},
-                          ensure_ascii=False)
+        delta = str((ev.data or {}).get("delta", ""))
+        return json.dumps({"type": "text", "handle": ev.handle, "text": delta}, ensure_ascii=False)
     return json.dumps({"seq": ev.seq, "at": ev.at, "handle": ev.handle, "type": str(ev.type),
                        "what": summary(ev)}, ensure_ascii=False)
 
@@ -197,14 +203,17 @@ def pending_page(page: Page[PendingEntry], session: Session, cursor: str) -> byt
     return layout("Pending", body, session)
 
 
-def answer_card(e: PendingEntry, session: Session, back: str, index: int, *, show_runtime: bool = True) -> Safe:
+def answer_card(e: PendingEntry, session: Session, back: str, index: int, *,
+                show_runtime: bool = True) -> Safe:
     req = e.request
     form_id = f"a{index}"
     data = {k: v for k, v in (req.data or {}).items() if k not in SCHEMA_KEYS and k != "path"}
     shown = render('<pre class="data">$d</pre>', d=_cut(json.dumps(data, indent=2, ensure_ascii=False),
                                                         MAX_SHOWN_CHARS)) if data else Safe("")
-    where = render('<p class="muted">Runtime <a href="$h">$rid</a></p>',
-                   h="/runtime?" + urlencode({"id": e.runtime_id}), rid=e.runtime_id) if show_runtime else Safe("")
+    where = Safe("")
+    if show_runtime:
+        where = render('<p class="muted">Runtime <a href="$h">$rid</a></p>',
+                       h="/runtime?" + urlencode({"id": e.runtime_id}), rid=e.runtime_id)
     expires = render('<span> · expires $x</span>', x=req.expires_at) if req.expires_at else Safe("")
     return render(
         '<section class="ask" data-request="$rid_req" data-handle="$handle">'
@@ -212,12 +221,14 @@ def answer_card(e: PendingEntry, session: Session, back: str, index: int, *, sho
         '<p class="prompt">$prompt</p>$url$shown'
         '<p class="muted">$handle ($agent) · waiting since $since$expires</p>'
         '<form method="post" action="/answer" id="$fid">$csrf'
-        '<input type="hidden" name="runtime" value="$runtime"><input type="hidden" name="handle" value="$handle">'
+        '<input type="hidden" name="runtime" value="$runtime">'
+        '<input type="hidden" name="handle" value="$handle">'
         '<input type="hidden" name="request" value="$req_id"><input type="hidden" name="back" value="$back">'
         '$inputs<label for="$fid-reason">Reason (optional)</label>'
         '<textarea id="$fid-reason" name="reason" rows="2" maxlength="2000"></textarea>'
         '<button type="submit" name="decision" value="approve" class="approve">Approve</button>'
-        '<button type="submit" name="decision" value="decline" class="decline" formnovalidate>Decline</button>'
+        '<button type="submit" name="decision" value="decline" class="decline" formnovalidate>'
+        'Decline</button>'
         '</form></section>',
         rid_req=req.id, handle=e.handle, kind=req.kind or "request", req_id=req.id, where=where,
         prompt=req.prompt, url=_link(req.url) if req.url else Safe(""), shown=shown, agent=e.agent,
