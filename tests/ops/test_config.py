@@ -56,6 +56,7 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_LEASE_MS": ("4000", 4000),
         "TOOLNEXUS_ANSWERS_LISTEN": ("8443", "127.0.0.1:8443"),
         "TOOLNEXUS_ANSWERS_BASE_URL": ("https://approve.example/", "https://approve.example"),
+        "TOOLNEXUS_UI_LISTEN": ("8077", "127.0.0.1:8077"),
     }
 
 
@@ -85,6 +86,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_ADVERTISE": s.advertise, "TOOLNEXUS_NODE_ID": s.node_id, "TOOLNEXUS_LEASE_MS": s.lease_ms,
         "TOOLNEXUS_ANSWERS_LISTEN": s.answers and s.answers.listen,
         "TOOLNEXUS_ANSWERS_BASE_URL": s.answers and s.answers.base_url,
+        "TOOLNEXUS_UI_LISTEN": s.ui_listen,
     }[name]
 
 
