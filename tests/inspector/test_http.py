@@ -166,6 +166,9 @@ def test_a_keyed_runtime_is_invisible_until_its_key_is_added(env: Env) -> None:
         assert parked.request not in client.get("/pending").text
         assert client.get("/runtime", params={"id": parked.runtime}).status_code == 404
         assert client.get("/events", params={"id": parked.runtime}).status_code == 404
+        for odd in ("", "x" * 5000, "../etc", "nope"):  # not a runtime id, or no such runtime
+            assert client.get("/runtime", params={"id": odd}).status_code == 404, odd
+            assert client.get("/pending", params={"runtime": odd}).status_code in (200, 404), odd
         csrf = csrf_of(client.get("/").text)
         assert client.post("/keys", data={"csrf": csrf, "key": "wrong", "back": "/"}).status_code == 303
         assert parked.runtime not in client.get("/").text

@@ -38,6 +38,7 @@ from starlette.routing import BaseRoute, Route
 from ...clock import Clock
 from ...engine.engine import Engine
 from ...engine.ownership import Moved
+from ...engine.registry import RUNTIME_ID_RE
 from ...engine.watch import FellBehind
 from ...errors import (
     AlreadyAnswered,
@@ -235,7 +236,7 @@ class Inspector:
         return _page(200, views.runtime_page(rid, handles, cut, events, asks, session, where))
 
     def _visible(self, seen: Visibility, runtime_id: str) -> None:
-        if not runtime_id or not seen.sees(runtime_id):
+        if not RUNTIME_ID_RE.match(runtime_id) or not seen.sees(runtime_id):
             raise Refused(404, "no such runtime here, or it is protected by a runtime key this session "
                                "does not hold (add the key on the Runtimes page)")
 
