@@ -265,3 +265,26 @@ def test_the_event_stream_carries_the_model_text_live_and_then_the_result(env: E
     texts = "".join(json.loads(data)["text"] for kind, data in seen if kind == "text")
     assert "streamed <b>reply</b>" in texts  # JSON in the stream; the page's script sets it as text
     assert [k for k, _ in seen].index("text") < len(seen) - 1
+
+
+def test_a_request_with_a_data_schema_is_answered_with_typed_data(env: Env) -> None:
+    schema = {"type": "object", "required": ["amount"],
+              "properties": {"amount": {"type": "integer"},
+                             "currency": {"type": "string", "enum": ["EUR", "USD"]},
+                             "rush": {"type": "boolean"}}}
+    seen: list[dict[str, object]] = []
+    agent = ask_agent(env.model, prompt="how much?", output="paid", data={"schema": schema}, seen=seen)
+    parked = park(env.stub, env.model, agent)
+    with login(env.base) as client:
+        page = client.get("/pending").text
+        start = page.index(f'data-request="{parked.request}"')
+        card = page[start:page.index("</form>", start)]
+        assert 'name="d.amount"' in card and '<option value="USD">' in card and 'name="data_json"' not in card
+        fields = {**answer_form(page, parked.request), "decision": "approve"}
+        refused = client.post("/answer", data={**fields, "d.amount": "lots"})
+        assert refused.status_code == 400 and "must be an integer" in refused.text
+        typed = {"d.amount": "12", "d.currency": "USD", "d.rush": "true"}
+        sent = client.post("/answer", data={**fields, **typed})
+        assert sent.status_code == 303, sent.text
+    assert wait_result(env.stub, parked).text == "paid"
+    assert seen[-1]["data"] == {"amount": 12, "currency": "USD", "rush": True}
