@@ -288,3 +288,31 @@ def test_a_request_with_a_data_schema_is_answered_with_typed_data(env: Env) -> N
         assert sent.status_code == 303, sent.text
     assert wait_result(env.stub, parked).text == "paid"
     assert seen[-1]["data"] == {"amount": 12, "currency": "USD", "rush": True}
+
+
+def test_a_session_holds_a_bounded_number_of_live_timelines(env: Env) -> None:
+    import contextlib
+    import time
+
+    from toolnexus_daemon.web.inspector.sessions import MAX_STREAMS
+
+    parked = env.park()
+    with login(env.base) as client, contextlib.ExitStack() as streams:
+        opened = [streams.enter_context(client.stream("GET", "/events", params={"id": parked.runtime}))
+                  for _ in range(MAX_STREAMS)]
+        readers = [reply.iter_lines() for reply in opened]  # kept: a dropped reader closes its stream
+        for reply, lines in zip(opened, readers, strict=True):
+            assert reply.status_code == 200
+            assert next(lines) == "retry: 2000"  # the stream is running
+        refused = client.get("/events", params={"id": parked.runtime})
+        assert refused.status_code == 429 and f"{MAX_STREAMS} live timelines" in refused.text
+        opened[0].close()  # the browser goes: its place is free again
+        deadline = time.monotonic() + 10
+        while _try_stream(client, parked.runtime) != 200:
+            assert time.monotonic() < deadline, "a closed timeline's place was not freed"
+            time.sleep(0.1)
+
+
+def _try_stream(client: httpx.Client, rid: str) -> int:
+    with client.stream("GET", "/events", params={"id": rid}) as reply:
+        return reply.status_code

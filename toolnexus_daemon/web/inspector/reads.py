@@ -12,15 +12,18 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import math
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ...errors import StoreError
 from ...model import JSON, Event, Request
-from ...store.base import PendingQuery, PendingRow, Store
+from ...store.base import HandleKey, PendingQuery, PendingRow, Store
 from .sessions import Session
 
 T = TypeVar("T")
+log = logging.getLogger("toolnexus_daemon.inspector")
 
 RUNTIMES_PAGE = 50
 PENDING_PAGE = 50
@@ -108,7 +111,7 @@ def pending(store: Store, seen: Visibility, cursor: str, runtime_id: str | None 
         rows = store.pending(PendingQuery(runtime_id=runtime_id, after=after, limit=ask))
         budget -= len(rows)
         visible = [r for r in rows if seen.sees(r.runtime_id)]
-        records = dict(zip(visible, store.get_handles([(r.runtime_id, r.handle_id) for r in visible]),
+        records = dict(zip(visible, _records(store, [(r.runtime_id, r.handle_id) for r in visible]),
                            strict=True))
         for row in rows:
             after = row
@@ -120,6 +123,25 @@ def pending(store: Store, seen: Visibility, cursor: str, runtime_id: str | None 
         if len(rows) < ask:
             return Page(out)
     return Page(out, _encode("p", [after.since, after.runtime_id, after.handle_id]) if after else "")
+
+
+def _records(store: Store, keys: list[HandleKey]) -> list[JSON | None]:
+    """The handle records of ``keys`` in one read; when that read meets a damaged record, each is
+    read alone and the damaged ones are left out (logged), so one bad record hides no one else's
+    request."""
+    try:
+        return store.get_handles(keys)
+    except StoreError:
+        return [_record(store, key) for key in keys]
+
+
+def _record(store: Store, key: HandleKey) -> JSON | None:
+    try:
+        return store.get_handle(*key)
+    except StoreError as exc:
+        log.error("inspector: skipped a handle record that cannot be read",
+                  extra={"runtime": key[0], "handle": key[1], "error": str(exc)})
+        return None
 
 
 def _entry(row: PendingRow, rec: JSON | None) -> PendingEntry | None:

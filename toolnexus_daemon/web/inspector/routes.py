@@ -26,7 +26,7 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import ParamSpec, TypeVar
 from urllib.parse import parse_qs
@@ -55,7 +55,7 @@ from ...store.base import Store
 from . import reads, views
 from .reads import BadCursor, Visibility
 from .schema_form import BadForm, data_of
-from .sessions import MAX_KEY_CHARS, Session, Sessions
+from .sessions import MAX_KEY_CHARS, MAX_STREAMS, Session, Sessions
 
 log = logging.getLogger("toolnexus_daemon.inspector")
 P = ParamSpec("P")
@@ -253,37 +253,53 @@ class Inspector:
     async def _events(self, request: Request, session: Session) -> Response:
         rid = request.query_params.get("id", "")
         self._visible(Visibility(self._engine.store, session), rid)
+        if session.streams >= MAX_STREAMS:
+            raise Refused(429, f"this session has {MAX_STREAMS} live timelines open already; close one")
         resume = request.headers.get("last-event-id") or request.query_params.get("after")
         after = _int(resume) or 0
-        return StreamingResponse(self._stream(rid, session, after), media_type="text/event-stream",
-                                 headers={"X-Accel-Buffering": "no"})
+        return StreamingResponse(self._counted(session, self._stream(rid, session, after)),
+                                 media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
-    async def _stream(self, rid: str, session: Session, after: int) -> AsyncIterator[bytes]:
+    async def _counted(self, session: Session, stream: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+        """``stream``, counted among the session's open timelines while it runs; closed at once
+        when the browser goes (so the engine's subscription ends then, not when collected)."""
+        session.streams += 1
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            session.streams -= 1
+            await stream.aclose()
+
+    async def _stream(self, rid: str, session: Session, after: int) -> AsyncGenerator[bytes, None]:
         yield b"retry: 2000\n\n"
         try:
             rt = await self._engine.open(rid)
             if rt.key_digest:
                 self._engine.check_key(rt, session.key_for(rt.key_digest))
+            events = rt.watch(after, frozenset(), "")
         except Moved:
             async for chunk in self._poll(rid, after):
                 yield chunk
             return
-        except DaemonError as exc:
+        except DaemonError as exc:  # gone meanwhile, or events after ``after`` no longer kept
             yield _sse("failed", {"error": str(exc)})
             return
         try:
             async with asyncio.timeout(STREAM_MAX_S):
-                async for ev in rt.watch(after, frozenset(), ""):
+                async for ev in events:
                     yield _sse_event(ev)
         except TimeoutError:
             return  # the browser reconnects from the last id it saw
         except DaemonError as exc:  # fell behind (the browser resumes from its last id) or not retained
-            if ev_gone(exc):
+            if not isinstance(exc, FellBehind):
                 yield _sse("failed", {"error": str(exc)})
             return
+        finally:
+            await events.aclose()
         yield _sse("end", {})
 
-    async def _poll(self, rid: str, after: int) -> AsyncIterator[bytes]:
+    async def _poll(self, rid: str, after: int) -> AsyncGenerator[bytes, None]:
         """Events of a runtime another daemon owns, from the shared store (no live text)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + STREAM_MAX_S
@@ -353,11 +369,6 @@ class Inspector:
         return _secured(reply, cache=False)
 
 
-def ev_gone(exc: DaemonError) -> bool:
-    """Whether a watch ended for good (events no longer retained) rather than for falling behind."""
-    return not isinstance(exc, FellBehind)
-
-
 def _asked(store: Store, rid: str, handle: str, request_id: str) -> AskRequest | None:
     """The request the handle waits on, when it still waits on ``request_id`` (its schema shapes
     the form's data); None otherwise (resume then says what became of it)."""
@@ -414,7 +425,8 @@ def _int(text: str | None) -> int | None:
 
 def _title(status: int) -> str:
     return {400: "Bad request", 401: "Log in first", 403: "Refused", 404: "Not found", 409: "Not answered",
-            413: "Too large", 415: "Bad form", 421: "Wrong address", 503: "Try again"}.get(status, "Error")
+            413: "Too large", 415: "Bad form", 421: "Wrong address", 429: "Too many",
+            503: "Try again"}.get(status, "Error")
 
 
 def _page(status: int, body: bytes) -> Response:

@@ -22,6 +22,8 @@ MAX_AGE_S = 24 * 3600.0
 # runtime keys one session may hold
 MAX_KEYS = 64
 MAX_KEY_CHARS = 1024
+# live timelines one session may have open at once (each holds a connection)
+MAX_STREAMS = 8
 
 
 def key_digest(secret: str) -> str:
@@ -36,6 +38,8 @@ class Session:
     used: float
     # runtime key digest -> the key (kept: a forwarded answer presents it to the owning daemon)
     keys: dict[str, str] = field(default_factory=dict)
+    # live timelines open now
+    streams: int = 0
 
     def holds(self, digest: str) -> bool:
         return any(hmac.compare_digest(digest, mine) for mine in self.keys)
