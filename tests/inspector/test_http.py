@@ -316,3 +316,12 @@ def test_a_session_holds_a_bounded_number_of_live_timelines(env: Env) -> None:
 def _try_stream(client: httpx.Client, rid: str) -> int:
     with client.stream("GET", "/events", params={"id": rid}) as reply:
         return reply.status_code
+
+
+def test_an_https_origin_for_the_same_host_is_taken_as_behind_a_tls_proxy(env: Env) -> None:
+    parked = env.park()
+    with login(env.base) as client:
+        fields = {**answer_form(client.get("/pending").text, parked.request), "decision": "approve"}
+        proxied = env.base.replace("http://", "https://")
+        assert client.post("/answer", data=fields, headers={"Origin": proxied}).status_code == 303
+    assert wait_result(env.stub, parked).status == "done"

@@ -160,9 +160,13 @@ class Inspector:
             raise Refused(403, "the form's CSRF token is missing or stale: reload the page and try again")
 
     def _check_origin(self, request: Request) -> None:
-        origin = request.headers.get("origin", "")
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if not origin or not hmac.compare_digest(origin.lower().encode(), own.lower().encode()):
+        """The ``Origin`` must be this inspector's: the ``Host`` it was reached at, over http or
+        https (behind a TLS-terminating proxy the browser says https while the daemon serves http)."""
+        origin = request.headers.get("origin", "").lower()
+        host = request.headers.get("host", "").lower()
+        scheme, _, rest = origin.partition("://")
+        same = hmac.compare_digest(rest.encode(), host.encode())
+        if not host or scheme not in ("http", "https") or not same:
             raise Refused(403, "the request's Origin is missing or is not this inspector's own")
 
     def _set_cookie(self, response: Response, sid: str) -> None:
@@ -330,6 +334,9 @@ class Inspector:
         reason = form.get("reason", "").strip()[:MAX_REASON_CHARS] or None
         answer = Answer(rid_req, approve, data, reason)
         await self._resume(rid, handle, answer, session)
+        # ids only, never the data or the reason (as the gRPC access log)
+        log.info("inspector answer", extra={"runtime": rid, "handle": handle, "request_id": rid_req,
+                                            "ok": approve})
         return RedirectResponse(_back(form.get("back", "")), 303)
 
     async def _resume(self, rid: str, handle: str, answer: Answer, session: Session) -> None:
