@@ -9,7 +9,7 @@ Access, checked on every request:
   session cookie (HttpOnly, SameSite=Strict, Secure over TLS); without a token (allowed on
   loopback only) every visitor gets a session without logging in;
 * **state changes** (every POST) carry the session's CSRF token in a hidden field and an
-  ``Origin`` equal to the inspector's own (``scheme://Host``): missing or foreign → 403.
+  ``Origin`` naming the inspector itself (``http(s)://`` + ``Host``): missing or foreign → 403.
 
 Answers go through ``Runtime.resume`` — the engine verb gRPC ``Resume`` uses, with its single-use
 and duplicate rules and the runtime key the session holds; in a cluster an answer for a runtime
@@ -83,12 +83,16 @@ ForwardResume = Callable[[Moved, str, str, Answer, str], Awaitable[tuple[str, bo
 
 
 class Refused(Exception):
+    """A request the inspector does not serve: its status and a message for the person."""
+
     def __init__(self, status: int, text: str) -> None:
         super().__init__(text)
         self.status, self.text = status, text
 
 
 class Inspector:
+    """The inspector's routes, its sessions and the engine it reads and answers through."""
+
     def __init__(self, engine: Engine, clock: Clock, token: str, *, secure: bool = False,
                  forward: ForwardResume | None = None) -> None:
         self._engine = engine
@@ -103,7 +107,8 @@ class Inspector:
     def bound(self, address: str, loopback: bool) -> None:
         """Called once the listener is bound: which ``Host`` headers name it."""
         port = address.rpartition(":")[2]
-        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"} if loopback else None
+        names = {address.lower(), f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        self.hosts = names if loopback else None
 
     def routes(self) -> list[BaseRoute]:
         return [Route("/", self._guarded(self._runtimes)),
@@ -222,14 +227,14 @@ class Inspector:
         runtime = request.query_params.get("runtime") or None
         seen = Visibility(self._engine.store, session)
         if runtime is not None:
-            self._visible(seen, runtime)
+            await self._visible(seen, runtime)
         page = await self._read(reads.pending, self._engine.store, seen, cursor, runtime)
         return _page(200, views.pending_page(page, session, cursor))
 
     async def _runtime(self, request: Request, session: Session) -> Response:
         rid = request.query_params.get("id", "")
         seen = Visibility(self._engine.store, session)
-        self._visible(seen, rid)
+        await self._visible(seen, rid)
         after = _int(request.query_params.get("after"))
         store = self._engine.store
         handles, cut = await self._read(reads.handles, store, rid)
@@ -239,8 +244,10 @@ class Inspector:
             "Served by another daemon of the cluster: shown from the shared store."
         return _page(200, views.runtime_page(rid, handles, cut, events, asks, session, where))
 
-    def _visible(self, seen: Visibility, runtime_id: str) -> None:
-        if not RUNTIME_ID_RE.match(runtime_id) or not seen.sees(runtime_id):
+    async def _visible(self, seen: Visibility, runtime_id: str) -> None:
+        """404 unless the session may see ``runtime_id`` (the runtime record is read in a thread:
+        on PostgreSQL a read is a round trip, which the loop does not wait on)."""
+        if not RUNTIME_ID_RE.match(runtime_id) or not await self._read(seen.sees, runtime_id):
             raise Refused(404, "no such runtime here, or it is protected by a runtime key this session "
                                "does not hold (add the key on the Runtimes page)")
 
@@ -256,7 +263,7 @@ class Inspector:
 
     async def _events(self, request: Request, session: Session) -> Response:
         rid = request.query_params.get("id", "")
-        self._visible(Visibility(self._engine.store, session), rid)
+        await self._visible(Visibility(self._engine.store, session), rid)
         if session.streams >= MAX_STREAMS:
             raise Refused(429, f"this session has {MAX_STREAMS} live timelines open already; close one")
         resume = request.headers.get("last-event-id") or request.query_params.get("after")
@@ -324,7 +331,7 @@ class Inspector:
         if decision not in ("approve", "decline") or not handle or not rid_req:
             raise Refused(400, "choose Approve or Decline on a request's form")
         seen = Visibility(self._engine.store, session)
-        self._visible(seen, rid)
+        await self._visible(seen, rid)
         asked = await self._read(_asked, self._engine.store, rid, handle, rid_req)
         approve = decision == "approve"
         try:
@@ -348,7 +355,8 @@ class Inspector:
             except Moved as moved:
                 if self._forward is None:
                     raise
-                key = session.key_for(str(Visibility(self._engine.store, session).key_of(rid) or ""))
+                digest = await asyncio.to_thread(Visibility(self._engine.store, session).key_of, rid)
+                key = session.key_for(digest or "")
                 await self._forward(moved, rid, handle, answer, key)
                 return
             if rt.key_digest:
