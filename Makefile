@@ -58,7 +58,8 @@ PG_SUITES := tests/e2e/test_crash_reattach.py tests/e2e/test_chained.py tests/e2
 	tests/e2e/test_uncertain_outcomes.py \
 	tests/api/test_suspend_resume.py tests/api/test_watch.py tests/api/test_edge_faults.py tests/faults \
 	tests/api/test_pending.py tests/e2e/test_deadlines.py tests/api/test_answer_links.py \
-	tests/e2e/test_definition_drift.py tests/people/test_answer.py tests/people/test_lists.py
+	tests/e2e/test_definition_drift.py tests/people/test_answer.py tests/people/test_lists.py \
+	tests/inspector/test_http.py
 PG_ALL := tests/e2e tests/api tests/client tests/fuzz tests/faults tests/ops
 
 test: proto-check lint typecheck node-test

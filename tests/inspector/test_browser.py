@@ -1,7 +1,7 @@
 """The inspector in a real headless browser (Debian's chromium through chromedriver, as the answer
 page's test): log in with the token, open the runtime, find its pending request, approve it, and
 watch the agent finish on the live timeline — with a model reply and a tool prompt that try to run
-script, which must stay text.
+script, which must stay text; and the model's text streaming into the open page.
 
 Outside CI the test skips on a machine without chromium; in CI (``CI=true``) it fails instead.
 """
@@ -80,5 +80,37 @@ def test_log_in_open_the_runtime_approve_and_watch_the_agent_finish(browser: obj
                 _ = browser.switch_to.alert.text
             assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script, main b")
             assert browser.execute_script("return window.__xss === undefined")
+        finally:
+            channel.close()
+
+
+def test_the_model_text_streams_into_the_open_page_as_text(browser: object,
+                                                           daemon: tuple[object, str]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    proc, base = daemon
+    with ScriptedModelServer() as model:
+        channel, stub = open_stub(proc.target)  # type: ignore[attr-defined]
+        try:
+            parked = park(stub, model, ask_agent(model, prompt="go?", output=REPLY))
+            browser.get(base + "/login")
+            browser.find_element(By.ID, "token").send_keys(TOKEN)
+            browser.find_element(By.ID, "login").click()
+            WebDriverWait(browser, 15).until(ec.presence_of_element_located((By.ID, "runtimes")))
+            browser.get(f"{base}/runtime?id={parked.runtime}")
+            WebDriverWait(browser, 15).until(ec.text_to_be_present_in_element((By.ID, "stream-state"),
+                                                                              "following live"))
+            answer = pb.Answer(id=parked.request, ok=True)
+            stub.Resume(pb.ResumeRequest(runtime_id=parked.runtime, answer=answer, no_wait=True),
+                        metadata=[("authorization", f"Bearer {TOKEN}")], timeout=5)
+            text = WebDriverWait(browser, 20).until(
+                ec.presence_of_element_located((By.CSS_SELECTOR, "#live-text pre.text")))
+            WebDriverWait(browser, 20).until(lambda b: REPLY in text.get_attribute("textContent"))
+            assert text.get_attribute("data-handle") == parked.handle
+            assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script")
         finally:
             channel.close()

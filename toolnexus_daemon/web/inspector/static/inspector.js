@@ -13,6 +13,7 @@
   const seen = new Set();
   rows.querySelectorAll("tr.ev").forEach(function (tr) { seen.add(tr.dataset.seq); });
   const texts = new Map();  // handle -> the <pre> its streamed text goes into
+  const MAX_TEXT = 20000;
 
   function cell(tr, text) {
     const td = document.createElement("td");
@@ -39,6 +40,7 @@
     rows.appendChild(tr);
     if (ev.type === "result" && texts.has(ev.handle)) {
       texts.get(ev.handle).classList.add("settled");
+      texts.delete(ev.handle);  // the handle's next turn writes into a box of its own
     }
   }
 
@@ -58,7 +60,8 @@
       live.appendChild(box);
       texts.set(ev.handle, pre);
     }
-    pre.textContent += ev.text;
+    // the newest MAX_TEXT characters of a turn: a long reply does not grow the page without end
+    pre.textContent = (pre.textContent + ev.text).slice(-MAX_TEXT);
   }
 
   const source = new EventSource(table.dataset.stream);
