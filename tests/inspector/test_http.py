@@ -325,3 +325,26 @@ def test_an_https_origin_for_the_same_host_is_taken_as_behind_a_tls_proxy(env: E
         proxied = env.base.replace("http://", "https://")
         assert client.post("/answer", data=fields, headers={"Origin": proxied}).status_code == 303
     assert wait_result(env.stub, parked).status == "done"
+
+
+def test_the_timeline_is_paged_newest_first_with_older_and_newer_pages(env: Env) -> None:
+    import re
+
+    from toolnexus_daemon.api._gen import runtime_pb2 as pb
+
+    parked = env.park()
+    md = [("authorization", f"Bearer {TOKEN}")]
+    for _ in range(120):  # a spawned event each
+        env.stub.Spawn(pb.SpawnRequest(runtime_id=parked.runtime, agent="asker"), metadata=md, timeout=5)
+    with login(env.base) as client:
+        newest = client.get("/runtime", params={"id": parked.runtime}).text
+        seqs = [int(s) for s in re.findall(r'<tr class="ev" data-seq="(\d+)"', newest)]
+        last = seqs[-1]
+        assert len(seqs) == 100 and seqs == list(range(last - 99, last + 1))
+        assert f'data-stream="/events?id={parked.runtime}&amp;after={last}"' in newest  # follows live
+        older = re.search(r'<a id="older" href="([^"]+)"', newest)
+        assert older is not None and 'id="newer"' not in newest
+        page = client.get(older.group(1).replace("&amp;", "&")).text
+        older_seqs = [int(s) for s in re.findall(r'<tr class="ev" data-seq="(\d+)"', page)]
+        assert older_seqs == list(range(max(1, last - 199), last - 99))  # just before the newest page
+        assert 'id="newer"' in page and 'data-stream=""' in page  # an older page does not follow

@@ -165,16 +165,23 @@ class EventPage:
     events: list[Event]
     after: int  # the page starts after this seq
     last_seq: int  # the runtime's last stored seq
-    first_seq: int  # the first seq still kept (older ones fell out of retention)
 
 
-def events(store: Store, runtime_id: str, after: int | None) -> EventPage:
-    """A page of stored events after ``after``; None = the newest page."""
+def events(store: Store, runtime_id: str, after: int | None, before: int | None = None) -> EventPage:
+    """A page of stored events: those after ``after``, or else the page that ends just before
+    ``before``, or else the newest page."""
     last = store.last_seq(runtime_id)
-    start = max(0, last - EVENTS_PAGE) if after is None else max(0, min(after, last))
-    page = store.events(runtime_id, start, EVENTS_PAGE, max_bytes=1 << 20)
-    first = page[0].seq if page and start == 0 else 1
-    return EventPage(page, start, last, first)
+    limit = EVENTS_PAGE
+    if after is not None:
+        start = max(0, min(after, last))
+    elif before is not None:
+        end = max(0, min(before - 1, last))
+        start, limit = max(0, end - EVENTS_PAGE), max(1, min(EVENTS_PAGE, end))
+    else:
+        start = max(0, last - EVENTS_PAGE)
+    # bounded by bytes too: a page of large events is not read whole
+    page = store.events(runtime_id, start, limit, max_bytes=1 << 20)
+    return EventPage(page, start, last)
 
 
 def _encode(kind: str, value: object) -> str:

@@ -238,7 +238,7 @@ class Inspector:
         after = _int(request.query_params.get("after"))
         store = self._engine.store
         handles, cut = await self._read(reads.handles, store, rid)
-        events = await self._read(reads.events, store, rid, after)
+        events = await self._read(reads.events, store, rid, after, _int(request.query_params.get("before")))
         asks = await self._read(reads.pending, store, seen, "", rid)
         where = "" if self._engine.ownership is None or self._engine.holds(rid) else \
             "Served by another daemon of the cluster: shown from the shared store."

@@ -12,7 +12,7 @@ import time
 from urllib.parse import urlencode, urlsplit
 
 from ...model import JSON, Event, EventType, Request
-from .reads import EVENTS_PAGE, EventPage, Page, PendingEntry, RuntimeRow
+from .reads import EventPage, Page, PendingEntry, RuntimeRow
 from .render import Safe, join, render
 from .schema_form import SCHEMA_KEYS, inputs
 from .sessions import Session
@@ -142,9 +142,8 @@ def _timeline(runtime_id: str, page: EventPage) -> Safe:
     shown_to = page.events[-1].seq if page.events else page.after
     links = []
     if page.after > 0:
-        older = max(0, page.after - EVENTS_PAGE)
         links.append(render('<a id="older" href="$h">Older events</a>',
-                            h="/runtime?" + urlencode({"id": runtime_id, "after": older})))
+                            h="/runtime?" + urlencode({"id": runtime_id, "before": page.after + 1})))
     newest = shown_to >= page.last_seq
     if not newest:
         links.append(render('<a id="newer" href="$h">Newer events</a> <a href="$n">Newest</a>',
