@@ -11,6 +11,8 @@ STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed-runtime
 LISTEN ?= 127.0.0.1:50051
 DATA_DIR ?= ./var/toolnexus
+# the web inspector `make run` serves (loopback, open without a token there); UI_LISTEN= turns it off
+UI_LISTEN ?= 127.0.0.1:8077
 
 .PHONY: venv venv-runtime dist proto proto-check run test test-fast test-all test-pg lint typecheck check demo dev-model fuzz bench bench-quick clean chaos chaos-pg chaos-cluster
 
@@ -32,7 +34,8 @@ proto-check: $(STAMP)
 run: $(RUN_STAMP)
 	@echo "toolnexus-daemon: gRPC on $(LISTEN), data in $(DATA_DIR); Ctrl-C stops it (its log: JSON lines below)."
 	@echo "In another shell: . $(BIN)/activate  (python with toolnexus_client, and the toolnexus-daemon command)"
-	$(BIN)/python -m toolnexus_daemon serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+	@$(if $(UI_LISTEN),echo "Inspector: http://$(UI_LISTEN)/ (runtimes, live events, pending requests to answer)")
+	$(BIN)/python -m toolnexus_daemon serve --listen $(LISTEN) --data-dir $(DATA_DIR) $(if $(UI_LISTEN),--ui-listen $(UI_LISTEN))
 
 # the scripted OpenAI-compatible model (it calls the agent's first tool once, then answers with that
 # tool's output) and the demo approval webhook: what the README's sessions use instead of a real model
@@ -55,7 +58,8 @@ PG_SUITES := tests/e2e/test_crash_reattach.py tests/e2e/test_chained.py tests/e2
 	tests/e2e/test_uncertain_outcomes.py \
 	tests/api/test_suspend_resume.py tests/api/test_watch.py tests/api/test_edge_faults.py tests/faults \
 	tests/api/test_pending.py tests/e2e/test_deadlines.py tests/api/test_answer_links.py \
-	tests/e2e/test_definition_drift.py tests/people/test_answer.py tests/people/test_lists.py
+	tests/e2e/test_definition_drift.py tests/people/test_answer.py tests/people/test_lists.py \
+	tests/inspector/test_http.py
 PG_ALL := tests/e2e tests/api tests/client tests/fuzz tests/faults tests/ops
 
 test: proto-check lint typecheck node-test

@@ -33,6 +33,7 @@ from .api.link_forward import LinkForwarder
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
 from .api.store_state import follow_store
+from .api.ui_forward import UiForwarder
 from .clock import SystemClock
 from .config import Settings
 from .engine.engine import Engine
@@ -82,6 +83,8 @@ class _Daemon:
     mcp: McpListener | None = None
     # the engine's tracer (--otlp-endpoint): flushed at shutdown
     tracer: Tracer = NOOP
+    # the web inspector (--ui-listen), once bound
+    ui: web.WebServer | None = None
 
 
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -228,6 +231,8 @@ async def _serve(settings: Settings, store: Store) -> int:
         await _serve_answers(daemon, settings)
     if settings.mcp is not None:
         await _serve_mcp(daemon, settings)
+    if settings.ui_listen:
+        await _serve_ui(daemon, settings)
     await set_health(daemon.health, serving=False)
     follow_store(store, daemon.health, daemon.servicer)
     await daemon.server.start()
@@ -275,6 +280,14 @@ async def _serve_mcp(daemon: _Daemon, settings: Settings) -> None:
     bound = await daemon.mcp.start(settings.mcp.listen)
     daemon.servicer.facts.config["mcp-listen"] = bound
     log.info("serving MCP", extra={"mcp_address": bound, "mcp_expose": list(settings.mcp.expose)})
+async def _serve_ui(daemon: _Daemon, settings: Settings) -> None:
+    """Bind the web inspector; ``Info.config`` and the log show where it listens."""
+    forwarder = daemon.servicer.forwarder
+    forward = UiForwarder(forwarder, settings.auth_token) if forwarder is not None else None
+    daemon.ui, bound = await web.serve_ui(settings, daemon.engine, daemon.engine.clock, forward)
+    daemon.servicer.facts.config["ui-listen"] = bound
+    scheme = "https" if settings.tls is not None else "http"
+    log.info("serving the inspector", extra={"ui_address": bound, "ui_url": f"{scheme}://{bound}/"})
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -336,6 +349,8 @@ async def _shutdown(daemon: _Daemon, grace: float) -> None:
     await daemon.metrics_server.close()
     if daemon.answers is not None:
         await daemon.answers.close()
+    if daemon.ui is not None:
+        await daemon.ui.close()
     if daemon.servicer.forwarder is not None:
         await daemon.servicer.forwarder.close()
     if daemon.membership is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, config_answers, config_mcp, config_tracing
+from . import __version__, config_answers, config_mcp, config_tracing, config_ui
 from .bounds import PeerLimits
 from .config_answers import Answers
 from .config_mcp import McpServe
@@ -136,6 +136,8 @@ class Settings:
     mcp: McpServe | None = None
     # OpenTelemetry traces (config_tracing); off unless an OTLP endpoint is configured
     tracing: Tracing = field(default_factory=Tracing)
+    # the web inspector's listener (docs/inspector.md); "" = off
+    ui_listen: str = ""
 
     @property
     def clustered(self) -> bool:
@@ -176,7 +178,8 @@ class Settings:
                "mcp-listen": self.mcp.listen if self.mcp else "",
                "mcp-expose": ",".join(self.mcp.expose) if self.mcp else "",
                "otlp-endpoint": redact_dsn(self.tracing.endpoint) if self.tracing.endpoint else "",
-               "otel-capture-content": _bool(self.tracing.capture_content)}
+               "otel-capture-content": _bool(self.tracing.capture_content),
+               "ui-listen": self.ui_listen}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -283,6 +286,7 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
     config_answers.add_flags(g, env)
     config_mcp.add_flags(g, env)
     config_tracing.add_flags(g, env)
+    config_ui.add_flags(g, env)
     g.add_argument("--grace", type=float, default=env_value(env, "TOOLNEXUS_GRACE", float, DEFAULT_GRACE_S),
                    help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
@@ -532,14 +536,17 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     _check_listen(parser, listen, tls, ns.insecure, ns.metrics_listen,
                   "--listen" if ns.listen else "TOOLNEXUS_LISTEN" if ns.listen_env else "--listen")
     _check_data_dir(parser, ns)
+    token = _auth_token(parser, ns, env)
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
                     grace=ns.grace, log_level=ns.log_level, event_loop=ns.event_loop,
                     limits=_limits(parser, ns),
-                    auth_token=_auth_token(parser, ns, env), reflection_open=ns.reflection_open, tls=tls,
+                    auth_token=token, reflection_open=ns.reflection_open, tls=tls,
                     insecure=ns.insecure, metrics_listen=ns.metrics_listen,
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
                     allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns),
                     answers=config_answers.answers(parser, ns, tls is not None, ns.insecure),
                     mcp=config_mcp.mcp(parser, ns, tls is not None, ns.insecure),
                     tracing=config_tracing.tracing(parser, ns),
+                    ui_listen=config_ui.ui_listen(parser, ns, token=bool(token), tls=tls is not None,
+                                                  insecure=ns.insecure),
                     **_cluster(parser, ns))

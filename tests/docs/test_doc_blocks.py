@@ -249,7 +249,9 @@ class Stack:
         self.answers_address = f"127.0.0.1:{_free_port()}"
         model = [w.replace(ADDRESSES["model"], self.model_address) for w in _make_command("dev-model")]
         self.model = subprocess.Popen(model, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        serve = _make_command("run", LISTEN="127.0.0.1:0", DATA_DIR=str(tmp / "data"))
+        # the inspector on a port of its own (make run's default is a fixed one)
+        serve = _make_command("run", LISTEN="127.0.0.1:0", DATA_DIR=str(tmp / "data"),
+                              UI_LISTEN="127.0.0.1:0")
         assert "--listen" in serve and "--data-dir" in serve, serve
         self.daemon = subprocess.Popen([*serve, "--answers-listen", self.answers_address], cwd=ROOT,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

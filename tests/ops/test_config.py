@@ -61,6 +61,7 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_MCP_EXPOSE": ("a, b", ("a", "b")),
         "TOOLNEXUS_OTLP_ENDPOINT": ("http://127.0.0.1:4318", "http://127.0.0.1:4318"),
         "TOOLNEXUS_OTEL_CAPTURE_CONTENT": ("on", True),
+        "TOOLNEXUS_UI_LISTEN": ("8077", "127.0.0.1:8077"),
     }
 
 
@@ -94,6 +95,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_MCP_LISTEN": s.mcp and s.mcp.listen, "TOOLNEXUS_MCP_EXPOSE": s.mcp and s.mcp.expose,
         "TOOLNEXUS_OTLP_ENDPOINT": s.tracing.endpoint,
         "TOOLNEXUS_OTEL_CAPTURE_CONTENT": s.tracing.capture_content,
+        "TOOLNEXUS_UI_LISTEN": s.ui_listen,
     }[name]
 
 

@@ -50,6 +50,9 @@ def test_make_dist_builds_the_three_files_the_docs_install(dist: Path) -> None:
     with zipfile.ZipFile(dist / "toolnexus_daemon-0.1.0-py3-none-any.whl") as whl:
         daemon_files = whl.namelist()
     assert "toolnexus_daemon/people/commands.py" in daemon_files
+    # the web inspector's script and stylesheet are package data, served from the installed package
+    assert {"toolnexus_daemon/web/inspector/static/inspector.js",
+            "toolnexus_daemon/web/inspector/static/inspector.css"} <= set(daemon_files)
     assert not [n for n in daemon_files if n.startswith(("toolnexus_devtools", "tests/"))]
     with zipfile.ZipFile(dist / "toolnexus_client-0.1.0-py3-none-any.whl") as whl:
         assert {"toolnexus_client/py.typed", "toolnexus_client/aio/__init__.py"} <= set(whl.namelist())

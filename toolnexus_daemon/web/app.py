@@ -1,7 +1,8 @@
 """The Starlette apps of the daemon's HTTP listeners, composed from the route modules.
 
 ``--metrics-listen`` serves ``metrics`` and ``health``; ``--answers-listen`` serves ``answers``
-(kept apart: the answers port may face the internet, the metrics port should not). Each is a
+(kept apart: the answers port may face the internet, the metrics port should not);
+``--ui-listen`` serves the web inspector. Each is a
 :class:`~.server.WebServer` with the limits of :mod:`.limits`.
 """
 
@@ -20,8 +21,10 @@ from ..bounds import PeerLimits
 from ..clock import Clock
 from ..config import Settings
 from ..config_answers import base_url
+from ..config_ui import loopback
 from ..engine.engine import Engine
 from . import answers, health, metrics
+from .inspector import ForwardResume, Inspector
 from .server import WebListenError, WebServer
 
 
@@ -48,6 +51,19 @@ async def serve_answers(settings: Settings, engine: Engine, clock: Clock, limits
     return server, bound
 
 
+async def serve_ui(settings: Settings, engine: Engine, clock: Clock,
+                   forward: ForwardResume | None = None) -> tuple[WebServer, str]:
+    """Bind the web inspector's listener (``settings.ui_listen``); returns the server and the
+    address it bound. In a cluster ``forward`` sends an answer for a runtime another daemon owns
+    to that daemon."""
+    inspector = Inspector(engine, clock, settings.auth_token, secure=settings.tls is not None,
+                          forward=forward)
+    server = WebServer(build(inspector.routes()), "the inspector", ssl_context=_ssl(settings))
+    bound = await server.start(settings.ui_listen)
+    inspector.bound(bound, loopback(bound.rpartition(":")[0].strip("[]")))
+    return server, bound
+
+
 def _ssl(settings: Settings) -> ssl.SSLContext | None:
     """The daemon's certificate, without asking for a client one (a phone has none)."""
     if settings.tls is None:
@@ -56,5 +72,5 @@ def _ssl(settings: Settings) -> ssl.SSLContext | None:
     try:
         ctx.load_cert_chain(settings.tls.cert, settings.tls.key)
     except (OSError, ssl.SSLError) as exc:
-        raise WebListenError(f"cannot load --tls-cert/--tls-key for the answers listener: {exc}") from exc
+        raise WebListenError(f"cannot load --tls-cert/--tls-key for the HTTP listeners: {exc}") from exc
     return ctx
