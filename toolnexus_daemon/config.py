@@ -11,7 +11,6 @@ configuration) happen here, before anything is opened, with exit code 2.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import re
 import secrets
 import socket
@@ -23,6 +22,7 @@ from typing import Any
 from . import __version__, config_answers, config_mcp, config_tracing, config_ui
 from .bounds import PeerLimits
 from .config_answers import Answers
+from .config_listen import is_loopback as host_is_loopback
 from .config_mcp import McpServe
 from .config_tracing import Tracing
 from .errors import StoreError
@@ -205,13 +205,7 @@ def is_loopback(address: str) -> bool:
     """True for ``unix:`` sockets and TCP on 127.0.0.0/8, ::1 or localhost; False for anything else."""
     if address.startswith("unix:"):
         return True
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name could resolve anywhere
+    return host_is_loopback(address.rpartition(":")[0].strip("[]"))  # a host name could resolve anywhere
 
 
 @dataclass(frozen=True)

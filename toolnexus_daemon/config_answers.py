@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-LOOPBACK = "127.0.0.1"
+from .config_listen import is_loopback, listen_address
+
 MAX_BASE_URL = 200
 
 
@@ -48,9 +49,9 @@ def answers(parser: argparse.ArgumentParser, ns: argparse.Namespace, tls: bool,
         if base:
             parser.error("--answers-base-url needs --answers-listen HOST:PORT (the listener the links reach)")
         return None
-    listen = _normalised(parser, listen)
+    listen = listen_address(parser, "--answers-listen", listen, "127.0.0.1:8443")
     host = listen.rpartition(":")[0].strip("[]")
-    if not _loopback(host) and not tls and not insecure:
+    if not is_loopback(host) and not tls and not insecure:
         parser.error(f"--answers-listen {listen}: a non-loopback address needs TLS (--tls-cert/--tls-key); "
                      "pass --insecure to serve answer links in plaintext there anyway")
     if base:
@@ -66,17 +67,6 @@ def base_url(settings: Answers, bound: str, tls: bool) -> str:
     return settings.base_url or f"{'https' if tls else 'http'}://{bound}"
 
 
-def _normalised(parser: argparse.ArgumentParser, listen: str) -> str:
-    if listen.isdigit():
-        listen = f"{LOOPBACK}:{listen}"
-    elif listen.startswith(":"):
-        listen = LOOPBACK + listen
-    host, colon, port = listen.rpartition(":")
-    if not colon or not host.strip("[]") or not port.isdigit() or int(port) > 65535:
-        parser.error(f"--answers-listen {listen!r}: want HOST:PORT or PORT (e.g. 127.0.0.1:8443, or 0 "
-                     "for a free port)")
-    return listen
-
 
 def _checked_base(parser: argparse.ArgumentParser, base: str) -> str:
     parts = urlsplit(base)
@@ -86,14 +76,6 @@ def _checked_base(parser: argparse.ArgumentParser, base: str) -> str:
                      f"or fragment, at most {MAX_BASE_URL} characters (e.g. https://approve.example.com)")
     return base.rstrip("/")
 
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _wildcard(host: str) -> bool:

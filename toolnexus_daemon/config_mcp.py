@@ -12,12 +12,12 @@ Kept beside ``config`` (which calls it). The rules:
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-LOOPBACK = "127.0.0.1"
+from .config_listen import is_loopback, listen_address
+
 RUNTIME_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -60,30 +60,10 @@ def mcp(parser: argparse.ArgumentParser, ns: argparse.Namespace, tls: bool,
             parser.error(f"--mcp-expose {rid[:140]!r}: a runtime id is 1 to 128 of A-Z a-z 0-9 _ . -")
     if len(set(expose)) != len(expose):
         parser.error(f"--mcp-expose names a runtime twice: {', '.join(sorted(expose))}")
-    listen = _normalised(parser, listen)
+    listen = listen_address(parser, "--mcp-listen", listen, "127.0.0.1:8765")
     host = listen.rpartition(":")[0].strip("[]")
-    if not _loopback(host) and not tls and not insecure:
+    if not is_loopback(host) and not tls and not insecure:
         parser.error(f"--mcp-listen {listen}: a non-loopback address needs TLS (--tls-cert/--tls-key); "
                      "pass --insecure to serve MCP in plaintext there anyway")
     return McpServe(listen, tuple(expose))
 
-
-def _normalised(parser: argparse.ArgumentParser, listen: str) -> str:
-    if listen.isdigit():
-        listen = f"{LOOPBACK}:{listen}"
-    elif listen.startswith(":"):
-        listen = LOOPBACK + listen
-    host, colon, port = listen.rpartition(":")
-    if not colon or not host.strip("[]") or not port.isdigit() or int(port) > 65535:
-        parser.error(f"--mcp-listen {listen!r}: want HOST:PORT or PORT (e.g. 127.0.0.1:8765, or 0 for a "
-                     "free port)")
-    return listen
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

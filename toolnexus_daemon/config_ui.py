@@ -10,10 +10,9 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 from collections.abc import Mapping
 
-LOOPBACK = "127.0.0.1"
+from .config_listen import is_loopback, listen_address
 
 
 def add_flags(g: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
@@ -29,15 +28,8 @@ def ui_listen(parser: argparse.ArgumentParser, ns: argparse.Namespace, *, token:
     listen = str(ns.ui_listen).strip()
     if not listen:
         return ""
-    if listen.isdigit():
-        listen = f"{LOOPBACK}:{listen}"
-    elif listen.startswith(":"):
-        listen = LOOPBACK + listen
-    host, colon, port = listen.rpartition(":")
-    if not colon or not host.strip("[]") or not port.isdigit() or int(port) > 65535:
-        parser.error(f"--ui-listen {listen!r}: want HOST:PORT or PORT (e.g. 127.0.0.1:8077, or 0 for "
-                     "a free port)")
-    if loopback(host.strip("[]")):
+    listen = listen_address(parser, "--ui-listen", listen, "127.0.0.1:8077")
+    if is_loopback(listen.rpartition(":")[0].strip("[]")):
         return listen
     if not token:
         parser.error(f"--ui-listen {listen}: without a token (--token-file) the inspector is open to anyone "
@@ -46,12 +38,3 @@ def ui_listen(parser: argparse.ArgumentParser, ns: argparse.Namespace, *, token:
         parser.error(f"--ui-listen {listen}: a non-loopback address needs TLS (--tls-cert/--tls-key); "
                      "pass --insecure to serve the inspector in plaintext there anyway")
     return listen
-
-
-def loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

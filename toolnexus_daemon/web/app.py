@@ -21,7 +21,7 @@ from ..bounds import PeerLimits
 from ..clock import Clock
 from ..config import Settings
 from ..config_answers import base_url
-from ..config_ui import loopback
+from ..config_listen import is_loopback
 from ..engine.engine import Engine
 from . import answers, health, metrics
 from .inspector import ForwardResume, Inspector
@@ -60,7 +60,7 @@ async def serve_ui(settings: Settings, engine: Engine, clock: Clock,
                           forward=forward)
     server = WebServer(build(inspector.routes()), "the inspector", ssl_context=_ssl(settings))
     bound = await server.start(settings.ui_listen)
-    inspector.bound(bound, loopback(bound.rpartition(":")[0].strip("[]")))
+    inspector.bound(bound, is_loopback(bound.rpartition(":")[0].strip("[]")))
     return server, bound
 
 
