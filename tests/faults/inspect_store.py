@@ -29,12 +29,12 @@ PAGE = 5000
 
 def open_daemon_store(daemon: DaemonProcess, beside: bool = False) -> Store:
     """The store the (stopped or killed) daemon wrote, opened with the daemon's own code.
-    ``beside``: the daemon still runs (a database restart is about to happen): PostgreSQL only,
-    read without the one-daemon lock the daemon holds."""
+    ``beside``: the daemon still runs (a database restart is about to happen): PostgreSQL only
+    (the database is shared by design; LMDB's directory lock keeps a second process out)."""
     if daemon.store_dsn:
         from toolnexus_daemon.store.pg_store import PgStore
 
-        return PgStore(daemon.store_dsn, exclusive=not beside)
+        return PgStore(daemon.store_dsn)
     assert not beside, "LMDB is read only while its daemon is down"
     return LmdbStore(daemon.data_dir)
 
