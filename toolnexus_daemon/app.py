@@ -49,6 +49,7 @@ from .store.base import Store
 from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor
 from .tools.http_tool import HttpToolExecutor
+from .tools.mcp import McpExecutor
 from .tools.native import NativeExecutor
 from .tools.resolver import HubResolver
 from .tools.webhook import WebhookExecutor
@@ -67,7 +68,7 @@ class _Daemon:
     servicer: AgentRuntimeServicer
     health: HealthServicer
     addresses: list[str]
-    executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor]
+    executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor, McpExecutor]
     metrics: Metrics
     metrics_server: MetricsServer
     # a member of a cluster: this daemon's runtime leases
@@ -117,9 +118,11 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     hub = WorkerHub()
     allow = EnvAllowList(settings.allow_env)
     env = allow.view(os.environ)  # all that outgoing requests may ever read
-    executors = (NativeExecutor(hub), WebhookExecutor(env=env), HttpToolExecutor(env=env))
+    executors = (NativeExecutor(hub), WebhookExecutor(env=env), HttpToolExecutor(env=env),
+                 McpExecutor(settings.mcp_config, env))
     by_source: dict[ToolSource, ToolExecutor] = {
-        ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
+        ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2],
+        ToolSource.MCP: executors[3]}
     metrics = Metrics()
 
     watchers: list[Callable[[str, list[Event]], None]] = []  # the pending hub, once the server exists
@@ -136,7 +139,8 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     membership = _membership(settings, store)
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
-                    limits=settings.peer_limits(), env_allow=allow, ownership=membership)
+                    limits=settings.peer_limits(), env_allow=allow, ownership=membership,
+                    tool_lister=executors[3])
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,

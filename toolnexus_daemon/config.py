@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, config_answers
+from . import __version__, config_answers, config_mcp
 from .bounds import PeerLimits
 from .config_answers import Answers
+from .config_mcp import McpConfig
 from .errors import StoreError
 from .store.dsn import is_pg_dsn, read_password_file
 from .store.dsn import redact as redact_dsn
@@ -127,6 +128,8 @@ class Settings:
     lease_ms: int = DEFAULT_LEASE_MS
     # the answer-link listener (docs/protocol.md §10); None = off
     answers: Answers | None = None
+    # the operator's MCP servers (--mcp-config); None = none
+    mcp_config: McpConfig | None = None
 
     @property
     def clustered(self) -> bool:
@@ -162,7 +165,8 @@ class Settings:
                "store-password-file": REDACTED if self.store_password is not None else "",
                "advertise": self.advertise, "node-id": self.node_id, "lease-ms": str(self.lease_ms),
                "answers-listen": self.answers.listen if self.answers else "",
-               "answers-base-url": self.answers.base_url if self.answers else ""}
+               "answers-base-url": self.answers.base_url if self.answers else "",
+               "mcp-config": self.mcp_config.path if self.mcp_config else ""}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -267,6 +271,7 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
                    help="serve Prometheus metrics over HTTP at /metrics (env TOOLNEXUS_METRICS_LISTEN; "
                         "default off)")
     config_answers.add_flags(g, env)
+    config_mcp.add_flags(g, env)
     g.add_argument("--grace", type=float, default=env_value(env, "TOOLNEXUS_GRACE", float, DEFAULT_GRACE_S),
                    help="seconds in-flight RPCs get on SIGTERM (env TOOLNEXUS_GRACE; default %(default)s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=env.get("TOOLNEXUS_LOG_LEVEL", "info").lower(),
@@ -519,4 +524,5 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
                     allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns),
                     answers=config_answers.answers(parser, ns, tls is not None, ns.insecure),
+                    mcp_config=config_mcp.load_flag(parser, ns.mcp_config),
                     **_cluster(parser, ns))

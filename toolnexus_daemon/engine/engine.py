@@ -31,7 +31,7 @@ from ..errors import (
 from ..llm.base import ModelTransport
 from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
 from ..store.base import Fence, Store
-from ..tools.base import Resolver, ToolExecutor
+from ..tools.base import Resolver, ToolExecutor, ToolLister
 from . import links
 from .committer import AllowAll, CommitGuard, CommitStats, Committer
 from .deadlines import Deadlines
@@ -62,8 +62,11 @@ class Engine:
     def __init__(self, store: Store, *, clock: Clock, model_for: ModelFactory,
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
                  observer: Observer | None = None, limits: PeerLimits | None = None,
-                 env_allow: EnvAllowList | None = None, ownership: Ownership | None = None) -> None:
+                 env_allow: EnvAllowList | None = None, ownership: Ownership | None = None,
+                 tool_lister: ToolLister | None = None) -> None:
         self.store = store
+        # lists the tools of the MCP servers a New names (None: no MCP, in engine tests)
+        self.tool_lister = tool_lister
         # the one commit path of every runtime: their changes share transactions (committer.py)
         self.committer = Committer(store)
         # a member of a cluster: runtimes are held by lease, one owner each (engine.ownership)
@@ -287,7 +290,7 @@ class Engine:
             raise FailedPrecondition("the daemon is shutting down")
         if runtime_id:
             validate_runtime_id(runtime_id)
-        validate(agents, llm, options, env_allow=self.env_allow)
+        agents = await self._with_listed_tools(agents, llm, options)
         if not self.answer_base and links.any_asks(agents, options):
             raise FailedPrecondition("answer_link needs a daemon that serves answer links: start it with "
                                      "--answers-listen HOST:PORT (docs/protocol.md §10), or drop answer_link")
@@ -311,6 +314,19 @@ class Engine:
             await rt.create_root()
             self._runtimes[rid] = rt
             return NewOutcome(rid, ROOT_ID, False)
+
+    async def _with_listed_tools(self, agents: list[AgentDef], llm: LlmConfig,
+                                 options: RuntimeOptions) -> list[AgentDef]:
+        """Validate the registry, then add the tools its MCP servers list (docs/mcp.md); the listed
+        tools are stored with the registry, so a restart needs no listing."""
+        lister = self.tool_lister
+        earlier = lister.problems(agents) if lister is not None else []
+        validate(agents, llm, options, earlier=earlier, env_allow=self.env_allow)
+        if lister is None or not any(a.mcp_servers for a in agents):
+            return agents
+        listed = await lister.expand(agents)
+        validate(listed, llm, options)  # a listed name may collide with a tool of the caller's
+        return listed
 
     async def _claim_for_new(self, runtime_id: str, fresh: bool) -> Fence | None:
         """In a cluster, ``New`` for ``runtime_id`` runs on its owner: an existing runtime is opened

@@ -1,0 +1,104 @@
+"""A small MCP server built with the official SDK, for the MCP demo and tests (docs/mcp.md).
+
+    python examples/mcp_server.py --port 8765      # streamable HTTP at http://127.0.0.1:8765/mcp
+    python examples/mcp_server.py --stdio          # over stdin/stdout (name it in --mcp-config)
+
+Tools: ``add`` (plain), ``paint`` (asks which color: a form elicitation), ``connect_account``
+(asks the user to visit a URL: a URL-mode elicitation), ``call_info`` (shows the ``_meta`` the
+call came with), ``picture`` (an image block) and ``summarize`` (asks the client's model to
+sample, which the daemon refuses). With ``MCP_EXAMPLE_LOG=FILE`` every completed ``paint`` is
+appended to FILE as one JSON line, so a test can count how often the tool really ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ImageContent, SamplingMessage, TextContent
+from pydantic import BaseModel, Field
+
+server = MCPServer("example")
+# 1x1 transparent PNG
+_PIXEL = base64.b64encode(bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6300010000050001" "0d0a2db40000000049454e44ae426082")).decode()
+
+
+class Color(BaseModel):
+    color: str = Field(description="the paint color")
+    coats: int = Field(default=1, ge=1, le=3, description="how many coats")
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@server.tool()
+async def paint(wall: str, ctx: Context) -> str:
+    """Paint a wall; asks the user which color."""
+    answer = await ctx.elicit(f"Which color for the {wall} wall?", Color)
+    if answer.action != "accept":
+        return f"not painted: the user chose {answer.action}"
+    text = f"painted the {wall} wall {answer.data.color} ({answer.data.coats} coat(s))"
+    _record({"tool": "paint", "wall": wall, "color": answer.data.color, "coats": answer.data.coats})
+    return text
+
+
+@server.tool()
+async def connect_account(service: str, ctx: Context) -> str:
+    """Connect an account at a service; the user signs in at a URL."""
+    answer = await ctx.elicit_url(f"Sign in to {service} to connect it", f"https://{service}.example/oauth",
+                                  f"connect-{service}")
+    return f"{service}: {answer.action}"
+
+
+@server.tool()
+def call_info(ctx: Context) -> str:
+    """The _meta this call came with, as JSON."""
+    meta: Any = ctx.request_context.meta or {}
+    return json.dumps({k: v for k, v in dict(meta).items() if k.startswith("toolnexus/") or k == "traceparent"})
+
+
+@server.tool()
+def picture() -> list[TextContent | ImageContent]:
+    """A picture and its caption."""
+    return [TextContent(type="text", text="a pixel"), ImageContent(type="image", data=_PIXEL, mime_type="image/png")]
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Asks the client's model to summarize (sampling)."""
+    reply = await ctx.request_context.session.create_message(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
+    return str(reply.content)
+
+
+def _record(entry: dict[str, Any]) -> None:
+    path = os.environ.get("MCP_EXAMPLE_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--stdio", action="store_true")
+    ns = parser.parse_args()
+    if ns.stdio:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=ns.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
