@@ -19,7 +19,7 @@ def test_tools_are_listed_and_called(daemon: DaemonProcess, mcp_server: McpServe
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}, name="adder"))
         _, result = s.run()
         assert (result.status, result.is_error) == ("done", False)
-        assert result.text == '5\n\n{"result":"5"}'
+        assert result.text == "5"
         offered = [t["function"]["name"] for t in model.requests[0]["tools"]]
         assert {"example__add", "example__paint", "example__call_info"} <= set(offered)
         s.close()
@@ -30,7 +30,7 @@ def test_the_call_id_goes_in_meta(daemon: DaemonProcess, mcp_server: McpServerPr
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url,
                                                           "tools": ["call_info"]}))
         handle, result = s.run()
-        meta = json.loads(result.text.split("\n\n")[0])
+        meta = json.loads(result.text)
         assert meta["toolnexus/call_id"] == f"{s.id}/{handle}/s1c0"
         assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["example__call_info"]
         s.close()
@@ -111,3 +111,16 @@ def test_listed_tools_are_stored_with_the_registry(tmp_path: Path, mcp_server: M
             again.close()
     finally:
         proc.stop()
+
+
+def test_a_restarted_server_gets_a_new_session(daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
+    """The pooled session of a server that restarted is gone on the server's side: the call is made
+    on a new session, not failed."""
+    with ScriptedModelServer(calls("example__add", {"a": 2, "b": 2})) as model:
+        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
+        assert s.run()[1].text == "4"
+        mcp_server.stop()
+        mcp_server.start()
+        _, result = s.run()
+        assert (result.text, result.is_error) == ("4", False), result.text
+        s.close()

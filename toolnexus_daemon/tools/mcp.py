@@ -74,6 +74,8 @@ class _OpenCall:
     task: asyncio.Task[None] | None = None
     waiting: _Elicited | None = None
     hold: asyncio.TimerHandle | None = None
+    # the server asked something during this call (so it ran, whatever became of it)
+    asked: bool = False
 
     async def elicited(self, params: ElicitRequestParams) -> ElicitResult:
         reply: asyncio.Future[ElicitResult] = asyncio.get_running_loop().create_future()
@@ -196,13 +198,21 @@ class McpExecutor:
         if call is not None:
             _cancel_hold(call)
             waiting = call.waiting
-            if waiting is not None and call.session.alive and mcp_elicit.answers(
+            live = call.session.alive and call.task is not None and not call.task.done()
+            if waiting is not None and live and mcp_elicit.answers(
                     inv.answer, mcp_elicit.request_id(inv.action_id, waiting.params)):
                 assert inv.answer is not None
                 call.waiting = None
                 waiting.reply.set_result(mcp_elicit.result(inv.answer, waiting.params))
                 return await self._drive(inv, target, call)
             await self._abandon(call)  # not the answer it waits for: start over
+        started = await self._start(inv, target)
+        if isinstance(started, ToolResult):
+            return started
+        return await self._drive(inv, target, started)
+
+    async def _start(self, inv: ToolInvocation, target: McpTarget) -> _OpenCall | ToolResult:
+        """Send ``tools/call`` on a session of the server (the call's events follow)."""
         try:
             endpoint = self.endpoint(target.server)
             session = await self.sessions.acquire(endpoint, _timeout_s(target.server))
@@ -214,7 +224,7 @@ class McpExecutor:
         meta = {"toolnexus/call_id": inv.action_id}
         args = inv.arguments if isinstance(inv.arguments, dict) else {}
         call.task = asyncio.create_task(self._run(call, target.tool, args, meta))
-        return await self._drive(inv, target, call)
+        return call
 
     @staticmethod
     async def _run(call: _OpenCall, tool: str, args: Mapping[str, object], meta: Mapping[str, object]) -> None:
@@ -228,7 +238,7 @@ class McpExecutor:
     async def _drive(self, inv: ToolInvocation, target: McpTarget, call: _OpenCall) -> ToolResult:
         """Read the call's events until it ends or asks something nobody has answered yet."""
         timeout_s = _timeout_s(target.server)
-        done = False
+        done = renewed = False
         try:
             while True:
                 try:
@@ -237,6 +247,7 @@ class McpExecutor:
                 except TimeoutError:
                     return self._lost(inv, target, f"no reply within {int(timeout_s * 1000)} ms")
                 if isinstance(event, _Elicited):
+                    call.asked = True
                     known = self._known_answer(inv, event.params)
                     if known is not None:
                         event.reply.set_result(mcp_elicit.result(known, event.params))
@@ -251,6 +262,16 @@ class McpExecutor:
                     self._forget(inv.action_id)
                     return tool_result(event, self._max_output)
                 await self.sessions.release(call.session, keep=False)
+                if call.session.expired and not call.asked and not renewed:
+                    # the server no longer knew the session (it restarted): it read nothing, so the
+                    # call is made again on a new session, once
+                    renewed, done = True, False
+                    started = await self._start(inv, target)
+                    if isinstance(started, ToolResult):
+                        done = True
+                        return started
+                    call = started
+                    continue
                 return self._failed(inv, target, event)
         finally:
             if not done:  # cancelled (the tool's deadline) or timed out: the call is let go

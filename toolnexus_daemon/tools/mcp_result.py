@@ -1,6 +1,7 @@
 """An MCP ``tools/call`` result as the text the model reads (docs/mcp.md).
 
-Text blocks are joined with blank lines; ``structuredContent`` follows as JSON text; every other
+Text blocks are joined with blank lines; ``structuredContent`` follows as JSON text (unless a text
+block already says it); every other
 block is named, not inlined (``[image image/png, 12 KB]``): a model gains nothing from base64.
 ``isError`` is the result's ``is_error``. The text is cut to the executor's bound (the engine
 bounds it again like every peer reply).
@@ -31,9 +32,26 @@ from .http_tool import truncate
 def tool_result(result: CallToolResult, max_chars: int) -> ToolResult:
     """The ToolResult of one completed call."""
     parts = [_block(b) for b in result.content]
-    if result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":")))
+    structured = result.structured_content
+    if structured is not None and not _said(structured, result.content):
+        parts.append(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
     return ToolResult(output=truncate("\n\n".join(p for p in parts if p), max_chars), is_error=result.is_error)
+
+
+def _said(structured: object, content: list[ContentBlock]) -> bool:
+    """Whether the text blocks already carry ``structured``: as its JSON (the specification asks
+    servers to add that text block), or as the SDK's ``{"result": <text>}`` wrapping of a tool that
+    returned a plain value. Saying it twice would only cost the model tokens."""
+    texts = [b.text for b in content if isinstance(b, TextContent)]
+    if structured == {"result": "\n\n".join(texts)} and texts:
+        return True
+    for text in texts:
+        try:
+            if json.loads(text) == structured:
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def _block(block: ContentBlock) -> str:

@@ -82,6 +82,9 @@ class Session:
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.alive = False
+        # the server said it no longer knows this session (HTTP 404 to a request carrying its id):
+        # the request was refused unread, so the call can be made on a new session
+        self.expired = False
 
     async def open(self) -> None:
         """Connect; ``Unreachable`` naming why not."""
@@ -103,7 +106,8 @@ class Session:
         try:
             if self.endpoint.url:
                 http = httpx2.AsyncClient(headers=dict(self.endpoint.headers),
-                                          timeout=httpx2.Timeout(30.0, read=300.0))
+                                          timeout=httpx2.Timeout(30.0, read=300.0),
+                                          event_hooks={"response": [self._response]})
                 server: Any = streamable_http_client(self.endpoint.url, http_client=http)
             else:
                 server = StdioServerParameters(command=self.endpoint.command, args=list(self.endpoint.args),
@@ -126,6 +130,13 @@ class Session:
             if http is not None:
                 with contextlib.suppress(Exception):
                     await http.aclose()
+
+    async def _response(self, response: httpx2.Response) -> None:
+        # the SDK reports this 404 as an MCP error without the status; the specification says the
+        # client must start a new session then, which the executor does with this mark
+        if response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            self.expired = True
+            self.alive = False
 
     async def _elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
         handler = self.on_elicit
