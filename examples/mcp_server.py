@@ -5,8 +5,9 @@
 
 Tools: ``add`` (plain), ``paint`` (asks which color: a form elicitation), ``connect_account``
 (asks the user to visit a URL: a URL-mode elicitation), ``call_info`` (shows the ``_meta`` the
-call came with), ``picture`` (an image block) and ``summarize`` (asks the client's model to
-sample, which the daemon refuses). With ``MCP_EXAMPLE_LOG=FILE`` every completed ``paint`` is
+call came with), ``picture`` (an image block), ``summarize`` (asks the client's model to
+sample, which the daemon refuses) and ``unlock`` (adds a tool ``secret`` and sends
+``notifications/tools/list_changed``). With ``MCP_EXAMPLE_LOG=FILE`` every completed ``paint`` is
 appended to FILE as one JSON line, so a test can count how often the tool really ran.
 """
 
@@ -78,6 +79,19 @@ async def summarize(text: str, ctx: Context) -> str:
     reply = await ctx.request_context.session.create_message(
         [SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
     return str(reply.content)
+
+
+@server.tool()
+async def unlock(ctx: Context) -> str:
+    """Adds the tool ``secret`` and tells the client its tools changed."""
+    if "secret" not in {t.name for t in await server.list_tools()}:
+        server.add_tool(_secret, name="secret", description="Only there once unlocked.")
+    await ctx.request_context.session.send_tool_list_changed()
+    return "unlocked"
+
+
+def _secret() -> str:
+    return "the secret is 42"
 
 
 def _record(entry: dict[str, Any]) -> None:

@@ -141,6 +141,7 @@ def _build(settings: Settings, store: Store) -> _Daemon:
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
                     limits=settings.peer_limits(), env_allow=allow, ownership=membership,
                     tool_lister=executors[3])
+    executors[3].on_tools_changed = engine.refresh_listed  # list_changed: list again for later turns
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import grpc
@@ -123,4 +124,22 @@ def test_a_restarted_server_gets_a_new_session(daemon: DaemonProcess, mcp_server
         mcp_server.start()
         _, result = s.run()
         assert (result.text, result.is_error) == ("4", False), result.text
+        s.close()
+
+
+def test_list_changed_refreshes_the_tools_for_later_turns(daemon: DaemonProcess,
+                                                          mcp_server: McpServerProcess) -> None:
+    with ScriptedModelServer(calls("example__unlock", {})) as model:
+        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
+        assert s.run()[1].text == "unlocked"
+        assert "example__secret" not in [t["function"]["name"] for t in model.requests[0]["tools"]]
+        model.script = calls("example__secret", {})
+        deadline = time.monotonic() + 10
+        while True:
+            _, result = s.run()
+            offered = [t["function"]["name"] for t in model.requests[-2]["tools"]]
+            if "example__secret" in offered or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert result.text == "the secret is 42"
         s.close()

@@ -14,12 +14,13 @@ import hmac
 import logging
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..bounds import PeerLimits
 from ..clock import Clock
 from ..envexpand import EnvAllowList
 from ..errors import (
+    DaemonError,
     DataLoss,
     FailedPrecondition,
     InvalidArgument,
@@ -29,7 +30,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..llm.base import ModelTransport
-from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
+from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, McpServer, RuntimeOptions, ToolSource
 from ..store.base import Fence, Store
 from ..tools.base import Resolver, ToolExecutor, ToolLister
 from . import links
@@ -327,6 +328,31 @@ class Engine:
         listed = await lister.expand(agents)
         validate(listed, llm, options)  # a listed name may collide with a tool of the caller's
         return listed
+
+    def refresh_listed(self, affects: Callable[[McpServer], bool]) -> None:
+        """A server's tools changed (``notifications/tools/list_changed``): list them again for
+        every runtime here whose agents name a server ``affects`` picks, for later turns."""
+        task = asyncio.create_task(self._refresh_listed(affects))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _refresh_listed(self, affects: Callable[[McpServer], bool]) -> None:
+        lister = self.tool_lister
+        if lister is None or self.stopping:
+            return
+        for rt in list(self._runtimes.values()):
+            agents = list(rt.agents.values())
+            if not any(affects(s) for a in agents for s in a.mcp_servers):
+                continue
+            own = [replace(a, tools=tuple(t for t in a.tools if t.source is not ToolSource.MCP)) for a in agents]
+            try:
+                listed = await lister.expand(own)
+                validate(listed, rt.llm, rt.options)
+                async with self._creating:
+                    await self._reattach(rt, listed, rt.llm, rt.options)
+            except (DaemonError, StoreError) as exc:  # the listing stays as it was; a later change retries
+                log.warning("mcp tools changed but could not be listed again",
+                            extra={"runtime": rt.id, "error": str(exc)})
 
     async def _claim_for_new(self, runtime_id: str, fresh: bool) -> Fence | None:
         """In a cluster, ``New`` for ``runtime_id`` runs on its owner: an existing runtime is opened

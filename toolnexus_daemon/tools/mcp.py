@@ -24,7 +24,7 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, Tool
@@ -96,6 +96,8 @@ class McpExecutor:
         self._remembered: OrderedDict[str, dict[str, Answer]] = OrderedDict()
         # endpoints whose tools changed (notifications/tools/list_changed) since they were listed
         self.changed: set[Endpoint] = set()
+        # told which servers changed, to list them again for later turns (the engine's refresh)
+        self.on_tools_changed: Callable[[Callable[[McpServer], bool]], None] | None = None
 
     # ------------------------------------------------------------------ where a server is
 
@@ -185,6 +187,14 @@ class McpExecutor:
 
     def _changed(self, endpoint: Endpoint) -> None:
         self.changed.add(endpoint)
+        if self.on_tools_changed is not None:
+            self.on_tools_changed(lambda server: self._reaches(server, endpoint))
+
+    def _reaches(self, server: McpServer, endpoint: Endpoint) -> bool:
+        try:
+            return self.endpoint(server) == endpoint
+        except Unreachable:
+            return False
 
     # ------------------------------------------------------------------ calls
 
