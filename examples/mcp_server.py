@@ -6,7 +6,7 @@
 Tools: ``add`` (plain), ``paint`` (asks which color: a form elicitation), ``connect_account``
 (asks the user to visit a URL: a URL-mode elicitation), ``call_info`` (shows the ``_meta`` the
 call came with), ``picture`` (an image block), ``summarize`` (asks the client's model to
-sample, which the daemon refuses) and ``unlock`` (adds a tool ``secret`` and sends
+sample, which the daemon refuses), ``slow`` (sleeps) and ``unlock`` (adds a tool ``secret`` and sends
 ``notifications/tools/list_changed``). With ``MCP_EXAMPLE_LOG=FILE`` every completed ``paint`` is
 appended to FILE as one JSON line, so a test can count how often the tool really ran.
 """
@@ -14,6 +14,7 @@ appended to FILE as one JSON line, so a test can count how often the tool really
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import json
 import os
@@ -79,6 +80,13 @@ async def summarize(text: str, ctx: Context) -> str:
     reply = await ctx.request_context.session.create_message(
         [SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
     return str(reply.content)
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Takes its time."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds} s"
 
 
 @server.tool()

@@ -143,3 +143,19 @@ def test_list_changed_refreshes_the_tools_for_later_turns(daemon: DaemonProcess,
             time.sleep(0.2)
         assert result.text == "the secret is 42"
         s.close()
+
+
+def test_a_timeout_is_an_error_or_for_ask_a_reconcile_question(daemon: DaemonProcess,
+                                                               mcp_server: McpServerProcess) -> None:
+    with ScriptedModelServer(calls("example__slow", {"seconds": 5})) as model:
+        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url,
+                                                         "timeout_ms": 300}, name="rerunner"))
+        _, result = s.run()
+        assert result.text == 'mcp server "example" tool "slow" failed: no reply within 300 ms'
+        s.close()
+        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url,
+                                                         "timeout_ms": 300, "on_crash": "ask"}, name="asker"))
+        _, result = s.run()
+        assert result.status == "pending" and result.pending.kind == "reconcile", result
+        assert "example__slow" in result.pending.prompt
+        s.close()

@@ -150,6 +150,7 @@ class McpExecutor:
         try:
             endpoint = self.endpoint(server)
             if endpoint not in listed:
+                # connecting has its own bound; timeout_ms is for the listing itself, as for a call
                 listed[endpoint] = await self.list_tools(endpoint, _timeout_s(server))
             return listed[endpoint]
         except (Unreachable, TimeoutError, OSError) as exc:
@@ -157,8 +158,7 @@ class McpExecutor:
             raise Unavailable(f'mcp server "{server.name}" of agent "{agent.name}" cannot be reached: {why}') from exc
 
     async def list_tools(self, endpoint: Endpoint, timeout_s: float) -> list[Tool]:
-        async with asyncio.timeout(timeout_s):
-            session = await self.sessions.acquire(endpoint, timeout_s)
+        session = await self.sessions.acquire(endpoint, timeout_s)  # (Session.open bounds the connect)
         keep = False
         try:
             async with asyncio.timeout(timeout_s):
