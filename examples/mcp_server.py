@@ -26,9 +26,13 @@ from pydantic import BaseModel, Field
 
 server = MCPServer("example")
 # 1x1 transparent PNG
-_PIXEL = base64.b64encode(bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6300010000050001" "0d0a2db40000000049454e44ae426082")).decode()
+_PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6300010000050001"
+        "0d0a2db40000000049454e44ae426082"
+    )
+).decode()
 
 
 class Color(BaseModel):
@@ -56,8 +60,9 @@ async def paint(wall: str, ctx: Context) -> str:
 @server.tool()
 async def connect_account(service: str, ctx: Context) -> str:
     """Connect an account at a service; the user signs in at a URL."""
-    answer = await ctx.elicit_url(f"Sign in to {service} to connect it", f"https://{service}.example/oauth",
-                                  f"connect-{service}")
+    answer = await ctx.elicit_url(
+        f"Sign in to {service} to connect it", f"https://{service}.example/oauth", f"connect-{service}"
+    )
     return f"{service}: {answer.action}"
 
 
@@ -65,20 +70,26 @@ async def connect_account(service: str, ctx: Context) -> str:
 def call_info(ctx: Context) -> str:
     """The _meta this call came with, as JSON."""
     meta: Any = ctx.request_context.meta or {}
-    return json.dumps({k: v for k, v in dict(meta).items() if k.startswith("toolnexus/") or k == "traceparent"})
+    return json.dumps(
+        {k: v for k, v in dict(meta).items() if k.startswith("toolnexus/") or k == "traceparent"}
+    )
 
 
 @server.tool()
 def picture() -> list[TextContent | ImageContent]:
     """A picture and its caption."""
-    return [TextContent(type="text", text="a pixel"), ImageContent(type="image", data=_PIXEL, mime_type="image/png")]
+    return [
+        TextContent(type="text", text="a pixel"),
+        ImageContent(type="image", data=_PIXEL, mime_type="image/png"),
+    ]
 
 
 @server.tool()
 async def summarize(text: str, ctx: Context) -> str:
     """Asks the client's model to summarize (sampling)."""
     reply = await ctx.request_context.session.create_message(
-        [SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
+        [SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50
+    )
     return str(reply.content)
 
 

@@ -47,9 +47,14 @@ class McpConfig:
 
 
 def add_flags(g: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
-    g.add_argument("--mcp-config", type=Path, default=env.get("TOOLNEXUS_MCP_CONFIG") or None, metavar="FILE",
-                   help='MCP servers agents may name without a url: {"mcpServers": {NAME: {command, args, env} '
-                        "| {url, headers}}} (env TOOLNEXUS_MCP_CONFIG; default none)")
+    g.add_argument(
+        "--mcp-config",
+        type=Path,
+        default=env.get("TOOLNEXUS_MCP_CONFIG") or None,
+        metavar="FILE",
+        help='MCP servers agents may name without a url: {"mcpServers": {NAME: {command, args, env} '
+        "| {url, headers}}} (env TOOLNEXUS_MCP_CONFIG; default none)",
+    )
 
 
 def load_flag(parser: argparse.ArgumentParser, path: Path | None) -> McpConfig | None:
@@ -85,7 +90,9 @@ def _entry(name: str, entry: object) -> McpConfigServer:
         raise ValueError(f'server "{name}" must be an object')
     command, url = entry.get("command"), entry.get("url")
     if bool(command) == bool(url):
-        raise ValueError(f'server "{name}" needs exactly one of "command" (stdio) and "url" (streamable HTTP)')
+        raise ValueError(
+            f'server "{name}" needs exactly one of "command" (stdio) and "url" (streamable HTTP)'
+        )
     if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         raise ValueError(f'server "{name}": "url" must be an http:// or https:// URL')
     if command is not None and not isinstance(command, str):
@@ -93,12 +100,19 @@ def _entry(name: str, entry: object) -> McpConfigServer:
     args = entry.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ValueError(f'server "{name}": "args" must be a list of strings')
-    return McpConfigServer(command=command or "", args=tuple(args), env=_strings(name, "env", entry),
-                           url=url or "", headers=_strings(name, "headers", entry))
+    return McpConfigServer(
+        command=command or "",
+        args=tuple(args),
+        env=_strings(name, "env", entry),
+        url=url or "",
+        headers=_strings(name, "headers", entry),
+    )
 
 
 def _strings(name: str, key: str, entry: dict[str, object]) -> dict[str, str]:
     value = entry.get(key) or {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
         raise ValueError(f'server "{name}": "{key}" must be an object of strings')
     return dict(value)

@@ -19,7 +19,6 @@ from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub, openai_llm, struct
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
-from toolnexus_devtools import ScriptedModelServer
 from toolnexus_devtools.model_server import chat_response, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,9 +44,12 @@ class McpServerProcess:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> McpServerProcess:
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--port", str(self.port)],
-                                     env={**_env(), "MCP_EXAMPLE_LOG": str(self.log)},
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVER), "--port", str(self.port)],
+            env={**_env(), "MCP_EXAMPLE_LOG": str(self.log)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -127,16 +129,20 @@ class Session:
         return s
 
     def new(self, runtime_id: str = "") -> pb.NewResponse:
-        return self.stub.New(pb.NewRequest(runtime_id=runtime_id, agents=[self.agent],
-                                           llm=openai_llm(self.model_url, timeout_ms=20000)))
+        return self.stub.New(
+            pb.NewRequest(
+                runtime_id=runtime_id, agents=[self.agent], llm=openai_llm(self.model_url, timeout_ms=20000)
+            )
+        )
 
     def run(self, prompt: str = "go") -> tuple[str, pb.TaskResult]:
         handle = self.stub.Spawn(pb.SpawnRequest(runtime_id=self.id, agent=self.agent.name)).handle
         self.stub.Wake(pb.WakeRequest(runtime_id=self.id, handle=handle, prompt=prompt))
         return handle, self.stub.Wait(pb.WaitRequest(runtime_id=self.id, handle=handle, timeout_ms=30000))
 
-    def resume(self, request_id: str, ok: bool = True, data: dict[str, Any] | None = None,
-               reason: str = "") -> pb.ResumeResponse:
+    def resume(
+        self, request_id: str, ok: bool = True, data: dict[str, Any] | None = None, reason: str = ""
+    ) -> pb.ResumeResponse:
         answer = pb.Answer(id=request_id, ok=ok, reason=reason)
         if data is not None:
             answer.data.CopyFrom(struct(data))

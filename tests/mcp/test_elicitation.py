@@ -25,7 +25,8 @@ def _suspend(s: Session) -> tuple[str, pb.Request]:
 
 
 def test_a_form_elicitation_suspends_and_is_answered_on_the_open_call(
-        daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
+    daemon: DaemonProcess, mcp_server: McpServerProcess
+) -> None:
     with ScriptedModelServer(PAINT) as model:
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
         handle, req = _suspend(s)
@@ -38,7 +39,10 @@ def test_a_form_elicitation_suspends_and_is_answered_on_the_open_call(
 
         code, details = code_of(lambda: s.resume(req.id, data={"colour": "red", "coats": "two"}))
         assert code == grpc.StatusCode.INVALID_ARGUMENT
-        assert 'field "color" is required' in details and 'field "colour" is not in the requested schema' in details
+        assert (
+            'field "color" is required' in details
+            and 'field "colour" is not in the requested schema' in details
+        )
         assert 'field "coats" must be an integer' in details
         assert s.stub.Snapshot(pb.SnapshotRequest(runtime_id=s.id, handle=handle)).state == "suspended"
 
@@ -64,8 +68,11 @@ def test_url_mode_is_an_authorization_request(daemon: DaemonProcess, mcp_server:
     with ScriptedModelServer(calls("example__connect_account", {"service": "github"})) as model:
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
         _, req = _suspend(s)
-        assert (req.kind, req.prompt, req.url) == ("authorization", "Sign in to github to connect it",
-                                                  "https://github.example/oauth")
+        assert (req.kind, req.prompt, req.url) == (
+            "authorization",
+            "Sign in to github to connect it",
+            "https://github.example/oauth",
+        )
         assert s.resume(req.id, data={"code": "abc"}).result.text == "github: accept"
         s.close()
 
@@ -97,7 +104,8 @@ def test_kill9_between_elicitation_and_answer(tmp_path: Path, mcp_server: McpSer
 
 
 def test_the_mcp_server_restarted_between_elicitation_and_answer(
-        daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
+    daemon: DaemonProcess, mcp_server: McpServerProcess
+) -> None:
     with ScriptedModelServer(PAINT) as model:
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
         _, req = _suspend(s)

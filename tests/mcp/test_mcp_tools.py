@@ -17,7 +17,9 @@ from .conftest import SERVER, McpServerProcess, Session, calls, free_port, mcp_a
 
 def test_tools_are_listed_and_called(daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
     with ScriptedModelServer(calls("example__add", {"a": 2, "b": 3})) as model:
-        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}, name="adder"))
+        s = Session(
+            daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}, name="adder")
+        )
         _, result = s.run()
         assert (result.status, result.is_error) == ("done", False)
         assert result.text == "5"
@@ -28,8 +30,11 @@ def test_tools_are_listed_and_called(daemon: DaemonProcess, mcp_server: McpServe
 
 def test_the_call_id_goes_in_meta(daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
     with ScriptedModelServer(calls("example__call_info", {})) as model:
-        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url,
-                                                          "tools": ["call_info"]}))
+        s = Session(
+            daemon.target,
+            model.url,
+            mcp_agent({"name": "example", "url": mcp_server.url, "tools": ["call_info"]}),
+        )
         handle, result = s.run()
         meta = json.loads(result.text)
         assert meta["toolnexus/call_id"] == f"{s.id}/{handle}/s1c0"
@@ -37,7 +42,9 @@ def test_the_call_id_goes_in_meta(daemon: DaemonProcess, mcp_server: McpServerPr
         s.close()
 
 
-def test_images_are_named_and_sampling_is_refused(daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
+def test_images_are_named_and_sampling_is_refused(
+    daemon: DaemonProcess, mcp_server: McpServerProcess
+) -> None:
     with ScriptedModelServer(calls("example__picture", {})) as model:
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
         _, result = s.run()
@@ -65,8 +72,11 @@ def test_an_unreachable_server_at_new_is_unavailable(daemon: DaemonProcess) -> N
 def test_bad_definitions_are_invalid_argument(daemon: DaemonProcess, mcp_server: McpServerProcess) -> None:
     with ScriptedModelServer() as model:
         for server, expected in [
-            ({"name": "files"}, 'mcp server "files" has no url and is not configured: the daemon was started '
-                                "without --mcp-config"),
+            (
+                {"name": "files"},
+                'mcp server "files" has no url and is not configured: the daemon was started '
+                "without --mcp-config",
+            ),
             ({"name": "bad name", "url": mcp_server.url}, 'mcp server name "bad name" must be'),
             ({"name": "x", "url": "ftp://h/mcp"}, 'mcp server "x": url must be an http:// or https:// URL'),
             ({"name": "x", "url": mcp_server.url, "headers": {"A": "${SECRET}"}}, "--allow-env SECRET"),
@@ -81,8 +91,9 @@ def test_a_stdio_server_named_in_mcp_config(tmp_path: Path) -> None:
     import sys
 
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"local": {"command": sys.executable,
-                                                           "args": [str(SERVER), "--stdio"]}}}))
+    config.write_text(
+        json.dumps({"mcpServers": {"local": {"command": sys.executable, "args": [str(SERVER), "--stdio"]}}})
+    )
     proc = DaemonProcess(tmp_path / "data", "--mcp-config", str(config)).start()
     try:
         with ScriptedModelServer(calls("local__add", {"a": 40, "b": 2})) as model:
@@ -127,8 +138,9 @@ def test_a_restarted_server_gets_a_new_session(daemon: DaemonProcess, mcp_server
         s.close()
 
 
-def test_list_changed_refreshes_the_tools_for_later_turns(daemon: DaemonProcess,
-                                                          mcp_server: McpServerProcess) -> None:
+def test_list_changed_refreshes_the_tools_for_later_turns(
+    daemon: DaemonProcess, mcp_server: McpServerProcess
+) -> None:
     with ScriptedModelServer(calls("example__unlock", {})) as model:
         s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url}))
         assert s.run()[1].text == "unlocked"
@@ -145,16 +157,25 @@ def test_list_changed_refreshes_the_tools_for_later_turns(daemon: DaemonProcess,
         s.close()
 
 
-def test_a_timeout_is_an_error_or_for_ask_a_reconcile_question(daemon: DaemonProcess,
-                                                               mcp_server: McpServerProcess) -> None:
+def test_a_timeout_is_an_error_or_for_ask_a_reconcile_question(
+    daemon: DaemonProcess, mcp_server: McpServerProcess
+) -> None:
     with ScriptedModelServer(calls("example__slow", {"seconds": 5})) as model:
-        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url,
-                                                         "timeout_ms": 300}, name="rerunner"))
+        s = Session(
+            daemon.target,
+            model.url,
+            mcp_agent({"name": "example", "url": mcp_server.url, "timeout_ms": 300}, name="rerunner"),
+        )
         _, result = s.run()
         assert result.text == 'mcp server "example" tool "slow" failed: no reply within 300 ms'
         s.close()
-        s = Session(daemon.target, model.url, mcp_agent({"name": "example", "url": mcp_server.url,
-                                                         "timeout_ms": 300, "on_crash": "ask"}, name="asker"))
+        s = Session(
+            daemon.target,
+            model.url,
+            mcp_agent(
+                {"name": "example", "url": mcp_server.url, "timeout_ms": 300, "on_crash": "ask"}, name="asker"
+            ),
+        )
         _, result = s.run()
         assert result.status == "pending" and result.pending.kind == "reconcile", result
         assert "example__slow" in result.pending.prompt

@@ -12,8 +12,13 @@ from __future__ import annotations
 from ..errors import InvalidArgument
 from ..model import JSON, Answer, Request
 
-_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "number": (int, float), "integer": (int,),
-                                       "boolean": (bool,), "array": (list,)}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "array": (list,),
+}
 
 
 def check(request: Request, answer: Answer) -> None:
@@ -25,23 +30,28 @@ def check(request: Request, answer: Answer) -> None:
         return
     content = answer.data if answer.data is not None else {}
     if not isinstance(content, dict):
-        raise InvalidArgument(f'answer.data for request "{request.id}" must be an object of the requested fields')
+        raise InvalidArgument(
+            f'answer.data for request "{request.id}" must be an object of the requested fields'
+        )
     found = problems(schema, content)
     if found:
-        raise InvalidArgument(f'answer.data does not match what MCP server "{data["mcp_server"]}" asked for in '
-                              f'request "{request.id}": {"; ".join(found)}; the request stays open for another answer')
+        raise InvalidArgument(
+            f'answer.data does not match what MCP server "{data["mcp_server"]}" asked for in '
+            f'request "{request.id}": {"; ".join(found)}; the request stays open for another answer'
+        )
 
 
 def problems(schema: JSON, content: JSON) -> list[str]:
     """Each field of ``content`` that ``schema`` refuses, by name."""
     found = schema.get("properties")
     props: JSON = found if isinstance(found, dict) else {}
-    out = [f'field "{name}" is required' for name in schema.get("required") or ()
-           if name not in content]
+    out = [f'field "{name}" is required' for name in schema.get("required") or () if name not in content]
     for name, value in content.items():
         prop = props.get(name)
         if not isinstance(prop, dict):
-            out.append(f'field "{name}" is not in the requested schema (fields: {", ".join(props) or "none"})')
+            out.append(
+                f'field "{name}" is not in the requested schema (fields: {", ".join(props) or "none"})'
+            )
             continue
         why = _field(prop, value)
         if why:
@@ -52,7 +62,9 @@ def problems(schema: JSON, content: JSON) -> list[str]:
 def _field(prop: JSON, value: object) -> str:
     kind = prop.get("type")
     allowed = _TYPES.get(kind) if isinstance(kind, str) else None
-    if allowed is not None and (not isinstance(value, allowed) or (kind != "boolean" and isinstance(value, bool))):
+    if allowed is not None and (
+        not isinstance(value, allowed) or (kind != "boolean" and isinstance(value, bool))
+    ):
         return f"must be {'an' if kind in ('integer', 'array') else 'a'} {kind}"
     choices = prop.get("enum") or [c.get("const") for c in prop.get("oneOf") or () if isinstance(c, dict)]
     if choices and kind != "array" and value not in choices:

@@ -344,7 +344,8 @@ class Engine:
             agents = list(rt.agents.values())
             if not any(affects(s) for a in agents for s in a.mcp_servers):
                 continue
-            own = [replace(a, tools=tuple(t for t in a.tools if t.source is not ToolSource.MCP)) for a in agents]
+            own = [replace(a, tools=tuple(t for t in a.tools if t.source is not ToolSource.MCP))
+                   for a in agents]
             try:
                 listed = await lister.expand(own)
                 validate(listed, rt.llm, rt.options)

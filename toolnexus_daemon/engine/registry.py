@@ -107,15 +107,17 @@ def _mcp_server_problems(server: McpServer, where: str) -> list[str]:
                 '"_" or "-" (its tools are offered as <server>__<tool>)']
     out: list[str] = []
     at = f'{where}: mcp server "{server.name}"'
-    if server.url and not (server.url.startswith(("http://", "https://")) and len(server.url) <= MAX_URL_CHARS):
+    web = server.url.startswith(("http://", "https://"))
+    if server.url and not (web and len(server.url) <= MAX_URL_CHARS):
         out.append(f"{at}: url must be an http:// or https:// URL of at most {MAX_URL_CHARS} characters "
                    "(a streamable-HTTP MCP endpoint)")
     if len(server.headers) > MAX_HEADERS:
         out.append(f"{at}: {len(server.headers)} headers; the limit is {MAX_HEADERS}")
     for name, value in server.headers.items():
-        if not HEADER_NAME_RE.match(name) or len(value) > MAX_HEADER_CHARS or any(c in value for c in "\r\n\0"):
-            out.append(f'{at}: header "{name[:64]}" must be a token of at most 64 characters with a value of at '
-                       f"most {MAX_HEADER_CHARS} characters and no line breaks")
+        breaks = any(c in value for c in "\r\n\0")
+        if not HEADER_NAME_RE.match(name) or len(value) > MAX_HEADER_CHARS or breaks:
+            out.append(f'{at}: header "{name[:64]}" must be a token of at most 64 characters with a value '
+                       f"of at most {MAX_HEADER_CHARS} characters and no line breaks")
     if len(server.tools) > MAX_MCP_TOOLS:
         out.append(f"{at}: tools lists {len(server.tools)} names; the limit is {MAX_MCP_TOOLS}")
     for tool in server.tools:

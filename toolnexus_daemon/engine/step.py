@@ -138,8 +138,8 @@ async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
     """Run call ``i`` (with the answer, when one applies to it); an interpreter may answer a
     suspension inline. An outcome that cannot be known becomes a ``reconcile`` question."""
     call = step.calls[i]
-    answer = cp.answer if answered and cp.answer is not None and (cp.answer.ok or _takes_declines(rt, h, call)) \
-        else None
+    applies = answered and cp.answer is not None and (cp.answer.ok or _takes_declines(rt, h, call))
+    answer = cp.answer if applies else None
     default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
     try:
         result = await _invoke(rt, h, call, answer, default_id)

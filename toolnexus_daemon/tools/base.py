@@ -7,8 +7,8 @@ ToolResult with ``is_error`` (docs/protocol.md: failures cross boundaries as val
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..model import JSON, AgentDef, Answer, Request, ToolDef, ToolResult

@@ -32,7 +32,7 @@ from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, Tool
 from ..config_mcp import McpConfig
 from ..envexpand import expand_headers
 from ..errors import InvalidArgument, Unavailable
-from ..model import Answer, AgentDef, McpServer, McpTarget, OnCrash, ToolDef, ToolResult, ToolSource
+from ..model import AgentDef, Answer, McpServer, McpTarget, OnCrash, ToolDef, ToolResult, ToolSource
 from . import mcp_elicit
 from .base import OutcomeUnknown, ToolInvocation
 from .http_tool import DEFAULT_MAX_OUTPUT_CHARS
@@ -86,8 +86,13 @@ class _OpenCall:
 class McpExecutor:
     """``ToolExecutor`` for source ``mcp``, and the lister ``New`` calls (``ToolLister``)."""
 
-    def __init__(self, config: McpConfig | None = None, env: Mapping[str, str] | None = None,
-                 *, max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+    def __init__(
+        self,
+        config: McpConfig | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    ) -> None:
         self._config = config
         self._env: Mapping[str, str] = {} if env is None else env
         self._max_output = max_output_chars
@@ -122,10 +127,15 @@ class McpExecutor:
         for agent in agents:
             for server in agent.mcp_servers:
                 if not server.url and server.name not in servers:
-                    where = (f"is not in --mcp-config {self._config.path}" if self._config is not None
-                             else "is not configured: the daemon was started without --mcp-config")
-                    out.append(f'agent "{agent.name}": mcp server "{server.name}" has no url and {where}; '
-                               "give its url, or have the operator add it to the --mcp-config file")
+                    where = (
+                        f"is not in --mcp-config {self._config.path}"
+                        if self._config is not None
+                        else "is not configured: the daemon was started without --mcp-config"
+                    )
+                    out.append(
+                        f'agent "{agent.name}": mcp server "{server.name}" has no url and {where}; '
+                        "give its url, or have the operator add it to the --mcp-config file"
+                    )
         return out
 
     # ------------------------------------------------------------------ listing at New
@@ -143,10 +153,14 @@ class McpExecutor:
                 tools += self._offered(agent, server, found, problems)
             out.append(replace(agent, tools=tuple(tools)) if agent.mcp_servers else agent)
         if problems:
-            raise InvalidArgument("invalid registry: " + "; ".join(f"{i}) {p}" for i, p in enumerate(problems, 1)))
+            raise InvalidArgument(
+                "invalid registry: " + "; ".join(f"{i}) {p}" for i, p in enumerate(problems, 1))
+            )
         return out
 
-    async def _listing(self, agent: AgentDef, server: McpServer, listed: dict[Endpoint, list[Tool]]) -> list[Tool]:
+    async def _listing(
+        self, agent: AgentDef, server: McpServer, listed: dict[Endpoint, list[Tool]]
+    ) -> list[Tool]:
         try:
             endpoint = self.endpoint(server)
             if endpoint not in listed:
@@ -155,7 +169,9 @@ class McpExecutor:
             return listed[endpoint]
         except (Unreachable, TimeoutError, OSError) as exc:
             why = "timed out" if isinstance(exc, TimeoutError) else str(exc)
-            raise Unavailable(f'mcp server "{server.name}" of agent "{agent.name}" cannot be reached: {why}') from exc
+            raise Unavailable(
+                f'mcp server "{server.name}" of agent "{agent.name}" cannot be reached: {why}'
+            ) from exc
 
     async def list_tools(self, endpoint: Endpoint, timeout_s: float) -> list[Tool]:
         session = await self.sessions.acquire(endpoint, timeout_s)  # (Session.open bounds the connect)
@@ -177,13 +193,23 @@ class McpExecutor:
     def _offered(agent: AgentDef, server: McpServer, found: list[Tool], problems: list[str]) -> list[ToolDef]:
         names = {t.name for t in found}
         for missing in [t for t in server.tools if t not in names]:
-            problems.append(f'agent "{agent.name}": mcp server "{server.name}" has no tool "{missing[:128]}" '
-                            f"(it lists {', '.join(sorted(names))[:400] or 'none'})")
+            problems.append(
+                f'agent "{agent.name}": mcp server "{server.name}" has no tool "{missing[:128]}" '
+                f"(it lists {', '.join(sorted(names))[:400] or 'none'})"
+            )
         allowed = set(server.tools)
-        return [ToolDef(name=offered_name(server.name, t.name), description=t.description or t.title or "",
-                        input_schema=dict(t.input_schema), source=ToolSource.MCP, on_crash=server.on_crash,
-                        mcp=McpTarget(server=server, tool=t.name))
-                for t in found if not allowed or t.name in allowed]
+        return [
+            ToolDef(
+                name=offered_name(server.name, t.name),
+                description=t.description or t.title or "",
+                input_schema=dict(t.input_schema),
+                source=ToolSource.MCP,
+                on_crash=server.on_crash,
+                mcp=McpTarget(server=server, tool=t.name),
+            )
+            for t in found
+            if not allowed or t.name in allowed
+        ]
 
     def _changed(self, endpoint: Endpoint) -> None:
         self.changed.add(endpoint)
@@ -209,8 +235,11 @@ class McpExecutor:
             _cancel_hold(call)
             waiting = call.waiting
             live = call.session.alive and call.task is not None and not call.task.done()
-            if waiting is not None and live and mcp_elicit.answers(
-                    inv.answer, mcp_elicit.request_id(inv.action_id, waiting.params)):
+            if (
+                waiting is not None
+                and live
+                and mcp_elicit.answers(inv.answer, mcp_elicit.request_id(inv.action_id, waiting.params))
+            ):
                 assert inv.answer is not None
                 call.waiting = None
                 waiting.reply.set_result(mcp_elicit.result(inv.answer, waiting.params))
@@ -237,7 +266,9 @@ class McpExecutor:
         return call
 
     @staticmethod
-    async def _run(call: _OpenCall, tool: str, args: Mapping[str, object], meta: Mapping[str, object]) -> None:
+    async def _run(
+        call: _OpenCall, tool: str, args: Mapping[str, object], meta: Mapping[str, object]
+    ) -> None:
         try:
             call.events.put_nowait(await call.session.call(tool, args, meta))
         except BaseException as exc:  # the call's end, whatever it is, is an event the driver reads
@@ -264,8 +295,12 @@ class McpExecutor:
                         continue
                     done = True  # held open: the answer decides what becomes of it
                     self._hold(call, event)
-                    return ToolResult(output="", pending=mcp_elicit.request(
-                        inv.action_id, target.server.name, target.tool, event.params))
+                    return ToolResult(
+                        output="",
+                        pending=mcp_elicit.request(
+                            inv.action_id, target.server.name, target.tool, event.params
+                        ),
+                    )
                 done = True
                 if isinstance(event, CallToolResult):
                     await self.sessions.release(call.session, keep=True)

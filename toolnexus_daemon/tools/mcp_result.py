@@ -35,7 +35,9 @@ def tool_result(result: CallToolResult, max_chars: int) -> ToolResult:
     structured = result.structured_content
     if structured is not None and not _said(structured, result.content):
         parts.append(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
-    return ToolResult(output=truncate("\n\n".join(p for p in parts if p), max_chars), is_error=result.is_error)
+    return ToolResult(
+        output=truncate("\n\n".join(p for p in parts if p), max_chars), is_error=result.is_error
+    )
 
 
 def _said(structured: object, content: list[ContentBlock]) -> bool:

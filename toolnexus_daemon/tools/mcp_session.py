@@ -105,17 +105,27 @@ class Session:
         http: httpx2.AsyncClient | None = None
         try:
             if self.endpoint.url:
-                http = httpx2.AsyncClient(headers=dict(self.endpoint.headers),
-                                          timeout=httpx2.Timeout(30.0, read=300.0),
-                                          event_hooks={"response": [self._response]})
+                http = httpx2.AsyncClient(
+                    headers=dict(self.endpoint.headers),
+                    timeout=httpx2.Timeout(30.0, read=300.0),
+                    event_hooks={"response": [self._response]},
+                )
                 server: Any = streamable_http_client(self.endpoint.url, http_client=http)
             else:
-                server = StdioServerParameters(command=self.endpoint.command, args=list(self.endpoint.args),
-                                               env=dict(self.endpoint.env) or None)
+                server = StdioServerParameters(
+                    command=self.endpoint.command,
+                    args=list(self.endpoint.args),
+                    env=dict(self.endpoint.env) or None,
+                )
             # sampling is not declared, so the SDK refuses a sampling/createMessage with an MCP error
-            async with Client(server, mode="legacy", cache=None, elicitation_callback=self._elicit,
-                              message_handler=self._message,
-                              client_info=Implementation(name="toolnexus-daemon", version=__version__)) as client:
+            async with Client(
+                server,
+                mode="legacy",
+                cache=None,
+                elicitation_callback=self._elicit,
+                message_handler=self._message,
+                client_info=Implementation(name="toolnexus-daemon", version=__version__),
+            ) as client:
                 self.client = client
                 self._ready.set_result(None)
                 await self._closing.wait()
@@ -123,7 +133,9 @@ class Session:
             if not self._ready.done():
                 self._ready.set_exception(exc if isinstance(exc, Exception) else Unreachable("cancelled"))
             elif not isinstance(exc, asyncio.CancelledError):
-                log.info("mcp session ended", extra={"server": self.endpoint.describe(), "error": _reason(exc)})
+                log.info(
+                    "mcp session ended", extra={"server": self.endpoint.describe(), "error": _reason(exc)}
+                )
         finally:
             self.alive = False
             self.client = None
@@ -138,11 +150,15 @@ class Session:
             self.expired = True
             self.alive = False
 
-    async def _elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def _elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
         handler = self.on_elicit
         if handler is None:  # nothing of ours is in flight here: nobody could answer
-            return ErrorData(code=INVALID_REQUEST, message="toolnexus-daemon: no tools/call in flight on this "
-                                                          "session to elicit for")
+            return ErrorData(
+                code=INVALID_REQUEST,
+                message="toolnexus-daemon: no tools/call in flight on this session to elicit for",
+            )
         return await handler(params)
 
     async def _message(self, message: IncomingMessage) -> None:
