@@ -85,8 +85,9 @@ def test_mcp_servers_go_into_the_agent_definition() -> None:
     from toolnexus_client import McpServer
     from toolnexus_client._convert import agent_to_pb
 
-    paint = McpServer("paint", "http://127.0.0.1:8765/mcp", headers={"Authorization": "Bearer ${PAINT_TOKEN}"},
-                      tools=["paint"], timeout_ms=500, on_crash="ask")
+    paint = McpServer("paint", "http://127.0.0.1:8765/mcp",
+                      headers={"Authorization": "Bearer ${PAINT_TOKEN}"}, tools=["paint"], timeout_ms=500,
+                      on_crash="ask")
     spec = agent("painter", uses={"mcp_servers": [paint]},
                  mcp_servers=[{"name": "search", "url": "https://s.example/mcp"}, "files"])
     out = agent_to_pb(spec)

@@ -199,8 +199,8 @@ def budget_to_pb(budget: Budget) -> pb.Budget:
 
 
 def mcp_server_to_pb(server: McpServer) -> pb.McpServer:
-    return pb.McpServer(name=server.name, url=server.url, headers=dict(server.headers), tools=list(server.tools),
-                        timeout_ms=server.timeout_ms, on_crash=server.on_crash)
+    return pb.McpServer(name=server.name, url=server.url, headers=dict(server.headers),
+                        tools=list(server.tools), timeout_ms=server.timeout_ms, on_crash=server.on_crash)
 
 
 def agent_to_pb(spec: AgentSpec) -> pb.AgentDef:
