@@ -88,6 +88,12 @@ fuzz: $(STAMP)
 demo: $(RUN_STAMP)
 	$(BIN)/python examples/run_demo.py
 
+# an agent with the tools of a real MCP server (examples/mcp_server.py) whose tool asks the user;
+# answered with `toolnexus-daemon answer` (docs/mcp.md)
+.PHONY: demo-mcp
+demo-mcp: $(RUN_STAMP)
+	$(BIN)/python examples/mcp_demo.py
+
 # Benchmarks (bench/README.md) in their own virtualenv: the peers never become project dependencies.
 BENCH_VENV := bench/.venv
 BENCH_STAMP := $(BENCH_VENV)/.installed
