@@ -103,7 +103,7 @@ BENCH_ARGS ?=
 $(BENCH_STAMP): bench/requirements.txt requirements.txt pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
-	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e . -e clients/python
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . -e clients/python
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

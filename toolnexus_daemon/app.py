@@ -49,13 +49,13 @@ from .store.base import Store
 from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor
 from .tools.http_tool import HttpToolExecutor
-from .tools.mcp import McpExecutor
 from .tools.native import NativeExecutor
 from .tools.resolver import HubResolver
 from .tools.webhook import WebhookExecutor
 
 if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins one
     from .cluster.membership import Membership
+    from .tools.mcp import McpExecutor
 
 log = logging.getLogger("toolnexus_daemon")
 
@@ -68,7 +68,7 @@ class _Daemon:
     servicer: AgentRuntimeServicer
     health: HealthServicer
     addresses: list[str]
-    executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor, McpExecutor]
+    executors: tuple[NativeExecutor | WebhookExecutor | HttpToolExecutor | McpExecutor, ...]
     metrics: Metrics
     metrics_server: MetricsServer
     # a member of a cluster: this daemon's runtime leases
@@ -118,11 +118,13 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     hub = WorkerHub()
     allow = EnvAllowList(settings.allow_env)
     env = allow.view(os.environ)  # all that outgoing requests may ever read
+    mcp = _mcp_executor(settings, env)
     executors = (NativeExecutor(hub), WebhookExecutor(env=env), HttpToolExecutor(env=env),
-                 McpExecutor(settings.mcp_config, env))
+                 *((mcp,) if mcp is not None else ()))
     by_source: dict[ToolSource, ToolExecutor] = {
-        ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2],
-        ToolSource.MCP: executors[3]}
+        ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
+    if mcp is not None:
+        by_source[ToolSource.MCP] = mcp
     metrics = Metrics()
 
     watchers: list[Callable[[str, list[Event]], None]] = []  # the pending hub, once the server exists
@@ -140,8 +142,9 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
                     limits=settings.peer_limits(), env_allow=allow, ownership=membership,
-                    tool_lister=executors[3])
-    executors[3].on_tools_changed = engine.refresh_listed  # list_changed: list again for later turns
+                    tool_lister=mcp)
+    if mcp is not None:
+        mcp.on_tools_changed = engine.refresh_listed  # list_changed: list again for later turns
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,
@@ -154,6 +157,19 @@ def _build(settings: Settings, store: Store) -> _Daemon:
         _observe_cluster(metrics, membership, servicer.forwarder, engine)
     return _Daemon(engine, hub, server, servicer, health, addresses, executors, metrics,
                    MetricsServer(metrics.registry), membership)
+
+
+def _mcp_executor(settings: Settings, env: dict[str, str]) -> McpExecutor | None:
+    """The executor of MCP tools, or None where the mcp SDK is not installed (an environment that
+    pins another major version of it, such as the benchmarks' peers): New then refuses
+    mcp_servers, and --mcp-config cannot be served."""
+    try:
+        from .tools.mcp import McpExecutor
+    except ImportError as exc:
+        log.warning("MCP servers are unavailable: the mcp SDK is not installed",
+                    extra={"error": str(exc), "mcp_config": settings.mcp_config is not None})
+        return None
+    return McpExecutor(settings.mcp_config, env)
 
 
 def _membership(settings: Settings, store: Store) -> Membership | None:

@@ -323,8 +323,11 @@ class Engine:
         lister = self.tool_lister
         earlier = lister.problems(agents) if lister is not None else []
         validate(agents, llm, options, earlier=earlier, env_allow=self.env_allow)
-        if lister is None or not any(a.mcp_servers for a in agents):
+        if not any(a.mcp_servers for a in agents):
             return agents
+        if lister is None:
+            raise FailedPrecondition("this daemon cannot list MCP servers: the mcp SDK is not installed "
+                                     "(pip install -r requirements.txt installs it); drop mcp_servers")
         listed = await lister.expand(agents)
         validate(listed, llm, options)  # a listed name may collide with a tool of the caller's
         return listed
