@@ -124,13 +124,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--stdio", action="store_true")
+    parser.add_argument("--json-response", action="store_true",
+                        help="answer requests with JSON instead of an SSE stream (no elicitation then)")
     ns = parser.parse_args()
     if ns.stdio:
         server.run("stdio")
         return
     import uvicorn
 
-    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=ns.port, log_level="warning")
+    app = server.streamable_http_app(json_response=ns.json_response)
+    uvicorn.run(app, host="127.0.0.1", port=ns.port, log_level="warning")
 
 
 if __name__ == "__main__":
