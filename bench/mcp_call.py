@@ -95,9 +95,9 @@ async def measure(mcp_url: str, hook_url: str, calls: int, reps: int) -> dict[st
         await mcp.aclose()
         await hook.aclose()
     ratios = [a / b for a, b in rows]
-    return {"mcp_ms": statistics.median(r[0] for r in rows), "webhook_ms": statistics.median(r[1] for r in rows),
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "calls": calls, "reps": reps}
+    return {"mcp_ms": statistics.median(r[0] for r in rows),
+            "webhook_ms": statistics.median(r[1] for r in rows), "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "calls": calls, "reps": reps}
 
 
 def main() -> int:
