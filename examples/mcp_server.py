@@ -18,9 +18,16 @@ import asyncio
 import base64
 import json
 import os
-from typing import Any
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    Resolve,
+)
 from mcp.types import ImageContent, SamplingMessage, TextContent
 from pydantic import BaseModel, Field
 
@@ -55,6 +62,23 @@ async def paint(wall: str, ctx: Context) -> str:
     text = f"painted the {wall} wall {answer.data.color} ({answer.data.coats} coat(s))"
     _record({"tool": "paint", "wall": wall, "color": answer.data.color, "coats": answer.data.coats})
     return text
+
+
+def _ask_color(wall: str) -> Elicit[Color]:
+    return Elicit(f"Which color for the {wall} wall?", Color)
+
+
+@server.tool()
+async def repaint(
+    wall: str, choice: Annotated[ElicitationResult[Color], Resolve(_ask_color)], ctx: Context
+) -> str:
+    """Repaint a wall; asks the user which color the way the 2026-07-28 protocol asks (an
+    input-required result), or on the open call with an older client."""
+    if not isinstance(choice, AcceptedElicitation):
+        return f"not repainted: the user chose {choice.action}"
+    _record({"tool": "repaint", "wall": wall, "color": choice.data.color, "coats": choice.data.coats,
+             "protocol": ctx.protocol_version})
+    return f"repainted the {wall} wall {choice.data.color} ({choice.data.coats} coat(s))"
 
 
 @server.tool()

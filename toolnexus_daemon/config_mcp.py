@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+# "" and "2025-11-25": the initialize handshake; "auto": the newest protocol the server speaks
+PROTOCOLS = ("", "2025-11-25", "auto")
 MAX_FILE_BYTES = 1 << 20
 
 
@@ -32,6 +34,9 @@ class McpConfigServer:
     env: dict[str, str] = field(default_factory=dict)
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    # "auto": the 2026-07-28 protocol when the server speaks it (elicitations come as input-required
+    # results); "" = the initialize handshake (2025-11-25: elicitations arrive on the open call)
+    protocol: str = ""
 
     @property
     def stdio(self) -> bool:
@@ -100,12 +105,16 @@ def _entry(name: str, entry: object) -> McpConfigServer:
     args = entry.get("args") or []
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ValueError(f'server "{name}": "args" must be a list of strings')
+    protocol = entry.get("protocol") or ""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f'server "{name}": "protocol" must be "2025-11-25" (the default) or "auto"')
     return McpConfigServer(
         command=command or "",
         args=tuple(args),
         env=_strings(name, "env", entry),
         url=url or "",
         headers=_strings(name, "headers", entry),
+        protocol=protocol,
     )
 
 

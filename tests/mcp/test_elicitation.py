@@ -4,6 +4,7 @@ completes once, with the answer."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import grpc
@@ -126,3 +127,33 @@ def _count_suspensions(events: object) -> int:
     except grpc.RpcError:
         pass
     return count
+
+
+def test_an_input_required_result_is_a_suspension_holding_nothing_open(
+        tmp_path: Path, mcp_server: McpServerProcess) -> None:
+    """On the 2026-07-28 protocol (``"protocol": "auto"`` in --mcp-config) the server asks with an
+    input-required result: the call suspends, and the answer — live, or after a kill -9 — is sent
+    back with a retry of the call carrying the server's request state."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"modern": {"url": mcp_server.url, "protocol": "auto"}}}))
+    proc = DaemonProcess(tmp_path / "data", "--mcp-config", str(config)).start()
+    try:
+        with ScriptedModelServer(calls("modern__repaint", {"wall": "east"})) as model:
+            s = Session(proc.target, model.url, mcp_agent({"name": "modern"}))
+            _, req = _suspend(s)
+            assert (req.kind, req.prompt) == ("input", "Which color for the east wall?")
+            assert as_dict(req.data)["requested_schema"]["required"] == ["color"]
+            resumed = s.resume(req.id, data={"color": "white"})
+            assert resumed.result.text == "repainted the east wall white (1 coat(s))"
+
+            _, req = _suspend(s)
+            s.close()
+            proc.kill9()
+            proc.start()
+            again = Session.attach(proc.target, model.url, s.agent, s.id)
+            resumed = again.resume(req.id, ok=False, reason="cancelled")
+            assert resumed.result.text == "not repainted: the user chose cancel"
+            assert [(d["color"], d["protocol"]) for d in mcp_server.completed()] == [("white", "2026-07-28")]
+            again.close()
+    finally:
+        proc.stop()

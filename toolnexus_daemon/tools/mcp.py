@@ -27,7 +27,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, Tool
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestParams,
+    ElicitResult,
+    InputResponses,
+    ListRootsRequest,
+    ListRootsResult,
+    Tool,
+)
 
 from ..config_mcp import McpConfig
 from ..envexpand import expand_headers
@@ -51,6 +60,8 @@ MAX_HELD = 64
 # answers remembered per call (by action id) for a call that asks again after its session went
 # away; bounded, and lost at a restart (the last answer is durable in the engine either way)
 MAX_REMEMBERED = 1024
+# input-required rounds one call may take (each answered question is one round)
+MAX_INPUT_ROUNDS = 16
 
 
 def offered_name(server: str, tool: str) -> str:
@@ -114,11 +125,13 @@ class McpExecutor:
         entry = self._config.servers.get(server.name) if self._config is not None else None
         if entry is None:
             raise Unreachable(f'"{server.name}" is not in --mcp-config')
+        mode = "auto" if entry.protocol == "auto" else "legacy"
         if entry.stdio:
-            return Endpoint(command=entry.command, args=entry.args, env=tuple(sorted(entry.env.items())))
+            env = tuple(sorted(entry.env.items()))
+            return Endpoint(command=entry.command, args=entry.args, env=env, mode=mode)
         # the operator's own file: its ${ENV} references may read the daemon's whole environment
         headers = expand_headers(entry.headers, os.environ)
-        return Endpoint(url=entry.url, headers=tuple(sorted(headers.items())))
+        return Endpoint(url=entry.url, headers=tuple(sorted(headers.items())), mode=mode)
 
     def problems(self, agents: Sequence[AgentDef]) -> list[str]:
         """A server named without a URL that ``--mcp-config`` does not have, one problem each."""
@@ -270,7 +283,7 @@ class McpExecutor:
         call: _OpenCall, tool: str, args: Mapping[str, object], meta: Mapping[str, object]
     ) -> None:
         try:
-            call.events.put_nowait(await call.session.call(tool, args, meta))
+            call.events.put_nowait(await _rounds(call, tool, args, meta))
         except BaseException as exc:  # the call's end, whatever it is, is an event the driver reads
             call.events.put_nowait(exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -383,6 +396,35 @@ class McpExecutor:
             await self._abandon(call)
         self._open.clear()
         await self.sessions.aclose()
+
+
+async def _rounds(
+    call: _OpenCall, tool: str, args: Mapping[str, object], meta: Mapping[str, object]
+) -> CallToolResult:
+    """``tools/call`` until it completes. On the 2026-07-28 protocol a server asks with an
+    input-required result instead of ``elicitation/create``: each elicitation it carries goes the
+    same way as one on the open call (answered from the record, or suspended), and the call is
+    retried with the answers and the server's request state. Nothing is held open on the server
+    meanwhile; after a restart the first round simply asks again."""
+    responses: InputResponses | None = None
+    state: str | None = None
+    for _ in range(MAX_INPUT_ROUNDS):
+        result = await call.session.call(tool, args, meta, responses, state)
+        if isinstance(result, CallToolResult):
+            return result
+        responses = {}
+        for key, asked in (result.input_requests or {}).items():
+            if isinstance(asked, ElicitRequest):
+                responses[key] = await call.elicited(asked.params)
+            elif isinstance(asked, ListRootsRequest):
+                responses[key] = ListRootsResult(roots=[])
+            else:  # sampling: the daemon does not lend its model to a server
+                raise Unreachable(
+                    f"the server asked to sample the client's model ({asked.method}), "
+                    "which the daemon refuses"
+                )
+        state = result.request_state
+    raise Unreachable(f"the server asked for input more than {MAX_INPUT_ROUNDS} times")
 
 
 def _error(target: McpTarget, why: str) -> ToolResult:

@@ -31,6 +31,8 @@ from mcp_types import (
     ElicitResult,
     ErrorData,
     Implementation,
+    InputRequiredResult,
+    InputResponses,
     RequestParamsMeta,
     Tool,
     ToolListChangedNotification,
@@ -61,6 +63,8 @@ class Endpoint:
     command: str = ""
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # the SDK's connect mode: "legacy" (the initialize handshake) or "auto" (2026-07-28 if spoken)
+    mode: str = "legacy"
 
     def describe(self) -> str:
         return self.url or f"stdio command {self.command}"
@@ -120,7 +124,7 @@ class Session:
             # sampling is not declared, so the SDK refuses a sampling/createMessage with an MCP error
             async with Client(
                 server,
-                mode="legacy",
+                mode=self.endpoint.mode,
                 cache=None,
                 elicitation_callback=self._elicit,
                 message_handler=self._message,
@@ -165,11 +169,27 @@ class Session:
         if isinstance(message, ToolListChangedNotification):
             self._on_change()
 
-    async def call(self, name: str, arguments: Mapping[str, Any], meta: Mapping[str, Any]) -> CallToolResult:
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        responses: InputResponses | None = None,
+        state: str | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """One ``tools/call`` round; on the 2026-07-28 protocol the server may answer that it needs
+        input first (``InputRequiredResult``): the caller retries with the responses and its state."""
         client = self.client
         if client is None:
             raise Unreachable("the session is closed")
-        return await client.session.call_tool(name, dict(arguments), meta=cast(RequestParamsMeta, meta))
+        return await client.session.call_tool(
+            name,
+            dict(arguments),
+            meta=cast(RequestParamsMeta, meta),
+            input_responses=responses,
+            request_state=state,
+            allow_input_required=True,
+        )
 
     async def list_tools(self) -> list[Tool]:
         """Every tool, page by page (``tools/list``)."""
