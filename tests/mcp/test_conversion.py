@@ -137,6 +137,11 @@ def test_the_operator_file_and_unknown_names(tmp_path: Path) -> None:
     ]:
         with pytest.raises(ValueError, match=expected):
             config_mcp.parse(bad)
+    modern = config_mcp.parse({"mcpServers": {"m": {"url": "http://h/mcp", "protocol": "auto"}}})
+    assert McpExecutor(modern).endpoint(McpServer("m")).mode == "auto"
+    assert McpExecutor(cfg).endpoint(McpServer("remote")).mode == "legacy"
+    with pytest.raises(ValueError, match='"protocol" must be'):
+        config_mcp.parse({"mcpServers": {"m": {"url": "http://h/mcp", "protocol": "2026-07-28"}}})
     path = tmp_path / "broken.json"
     path.write_text("{not json")
     parser = argparse.ArgumentParser()
