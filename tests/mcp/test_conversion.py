@@ -206,3 +206,26 @@ def test_results_join_text_and_name_other_blocks() -> None:
     assert tool_result(CallToolResult(content=[TextContent(text="x" * 50)]), 10).output.startswith(
         "x" * 10 + "\n[trunc"
     )
+
+
+def test_a_listing_is_bounded_like_a_peer_reply() -> None:
+    from mcp_types import Tool as McpTool
+
+    agent = AgentDef("a")
+    server = McpServer("big", "http://h/mcp")
+    many = [McpTool(name=f"t{i}", input_schema={"type": "object"}) for i in range(300)]
+    found: list[str] = []
+    assert McpExecutor._offered(agent, server, many, found) == []
+    assert found == [
+        'agent "a": mcp server "big" lists 300 tools; the limit is 256 (name the ones to offer in its tools)'
+    ]
+    huge = McpTool(
+        name="huge",
+        description="d" * 5000,
+        input_schema={"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(4000)}},
+    )
+    small = McpTool(name="small", description="d" * 5000, input_schema={"type": "object"})
+    found = []
+    offered = McpExecutor._offered(agent, server, [huge, small], found)
+    assert [t.name for t in offered] == ["big__small"] and len(offered[0].description) == 4096
+    assert found and 'tool "huge" has an input schema of' in found[0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -60,6 +61,10 @@ MAX_HELD = 64
 # answers remembered per call (by action id) for a call that asks again after its session went
 # away; bounded, and lost at a restart (the last answer is durable in the engine either way)
 MAX_REMEMBERED = 1024
+# a listing is a peer's reply: bounded like one
+MAX_LISTED_TOOLS = 256
+MAX_DESCRIPTION_CHARS = 4096
+MAX_SCHEMA_CHARS = 65_536
 # input-required rounds one call may take (each answered question is one round)
 MAX_INPUT_ROUNDS = 16
 
@@ -204,6 +209,8 @@ class McpExecutor:
 
     @staticmethod
     def _offered(agent: AgentDef, server: McpServer, found: list[Tool], problems: list[str]) -> list[ToolDef]:
+        """The ToolDefs of the listed tools the agent gets; a server's listing is a peer's reply,
+        so its size is bounded: tool count, description length, schema size."""
         names = {t.name for t in found}
         for missing in [t for t in server.tools if t not in names]:
             problems.append(
@@ -211,18 +218,35 @@ class McpExecutor:
                 f"(it lists {', '.join(sorted(names))[:400] or 'none'})"
             )
         allowed = set(server.tools)
-        return [
-            ToolDef(
-                name=offered_name(server.name, t.name),
-                description=t.description or t.title or "",
-                input_schema=dict(t.input_schema),
-                source=ToolSource.MCP,
-                on_crash=server.on_crash,
-                mcp=McpTarget(server=server, tool=t.name),
+        chosen = [t for t in found if not allowed or t.name in allowed]
+        where = f'agent "{agent.name}": mcp server "{server.name}"'
+        if len(chosen) > MAX_LISTED_TOOLS:
+            problems.append(
+                f"{where} lists {len(chosen)} tools; the limit is {MAX_LISTED_TOOLS} "
+                "(name the ones to offer in its tools)"
             )
-            for t in found
-            if not allowed or t.name in allowed
-        ]
+            return []
+        out: list[ToolDef] = []
+        for t in chosen:
+            schema = dict(t.input_schema)
+            size = len(json.dumps(schema, separators=(",", ":")))
+            if size > MAX_SCHEMA_CHARS:
+                problems.append(
+                    f'{where}: tool "{t.name[:128]}" has an input schema of {size} characters; '
+                    f"the limit is {MAX_SCHEMA_CHARS}"
+                )
+                continue
+            out.append(
+                ToolDef(
+                    name=offered_name(server.name, t.name),
+                    description=(t.description or t.title or "")[:MAX_DESCRIPTION_CHARS],
+                    input_schema=schema,
+                    source=ToolSource.MCP,
+                    on_crash=server.on_crash,
+                    mcp=McpTarget(server=server, tool=t.name),
+                )
+            )
+        return out
 
     def _changed(self, endpoint: Endpoint) -> None:
         self.changed.add(endpoint)
