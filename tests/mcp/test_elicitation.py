@@ -157,3 +157,25 @@ def test_an_input_required_result_is_a_suspension_holding_nothing_open(
             again.close()
     finally:
         proc.stop()
+
+
+def test_a_url_elicitation_is_answered_by_its_answer_link(tmp_path: Path, mcp_server: McpServerProcess) -> None:
+    """The OAuth redirect lands on the answer link (``GET …?code=…&state=…``): the server's URL-mode
+    elicitation is accepted and its tool finishes."""
+    import httpx
+
+    proc = DaemonProcess(tmp_path / "data", "--answers-listen", "127.0.0.1:0").start()
+    try:
+        with ScriptedModelServer(calls("example__connect_account", {"service": "gitlab"})) as model:
+            agent = mcp_agent({"name": "example", "url": mcp_server.url})
+            agent.answer_link = True
+            s = Session(proc.target, model.url, agent)
+            handle, req = _suspend(s)
+            assert req.kind == "authorization" and req.answer_url.startswith("http://127.0.0.1:")
+            reply = httpx.get(req.answer_url, params={"code": "c0de", "state": "s1"}, timeout=10)
+            assert reply.status_code == 200, reply.text
+            done = s.stub.Wait(pb.WaitRequest(runtime_id=s.id, handle=handle, timeout_ms=30000))
+            assert done.text == "gitlab: accept"
+            s.close()
+    finally:
+        proc.stop()
