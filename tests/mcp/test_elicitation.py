@@ -130,7 +130,8 @@ def _count_suspensions(events: object) -> int:
 
 
 def test_an_input_required_result_is_a_suspension_holding_nothing_open(
-        tmp_path: Path, mcp_server: McpServerProcess) -> None:
+    tmp_path: Path, mcp_server: McpServerProcess
+) -> None:
     """On the 2026-07-28 protocol (``"protocol": "auto"`` in --mcp-config) the server asks with an
     input-required result: the call suspends, and the answer — live, or after a kill -9 — is sent
     back with a retry of the call carrying the server's request state."""
@@ -159,7 +160,9 @@ def test_an_input_required_result_is_a_suspension_holding_nothing_open(
         proc.stop()
 
 
-def test_a_url_elicitation_is_answered_by_its_answer_link(tmp_path: Path, mcp_server: McpServerProcess) -> None:
+def test_a_url_elicitation_is_answered_by_its_answer_link(
+    tmp_path: Path, mcp_server: McpServerProcess
+) -> None:
     """The OAuth redirect lands on the answer link (``GET …?code=…&state=…``): the server's URL-mode
     elicitation is accepted and its tool finishes."""
     import httpx
