@@ -25,7 +25,7 @@ import logging
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from mcp_types import (
@@ -115,6 +115,7 @@ class McpExecutor:
         self.sessions = Sessions(self._changed)
         self._open: OrderedDict[str, _OpenCall] = OrderedDict()
         self._remembered: OrderedDict[str, dict[str, Answer]] = OrderedDict()
+        self._letting_go: set[asyncio.Task[None]] = set()
         # endpoints whose tools changed (notifications/tools/list_changed) since they were listed
         self.changed: set[Endpoint] = set()
         # told which servers changed, to list them again for later turns (the engine's refresh)
@@ -375,12 +376,18 @@ class McpExecutor:
         while len(self._open) > MAX_HELD:
             _, oldest = self._open.popitem(last=False)
             _cancel_hold(oldest)
-            loop.create_task(self._abandon(oldest))
+            self._background(self._abandon(oldest))
+
+    def _background(self, work: Coroutine[object, object, None]) -> None:
+        """Run ``work`` on its own, keeping a reference until it ends (a bare task may be collected)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._letting_go.add(task)
+        task.add_done_callback(self._letting_go.discard)
 
     def _expire(self, call: _OpenCall) -> None:
         if self._open.get(call.action_id) is call:
             del self._open[call.action_id]
-            asyncio.get_running_loop().create_task(self._abandon(call))
+            self._background(self._abandon(call))
 
     async def _abandon(self, call: _OpenCall) -> None:
         """Let an open call go: its elicitation is cancelled, its session closed."""
