@@ -92,6 +92,12 @@ fuzz: $(STAMP)
 demo: $(RUN_STAMP)
 	$(BIN)/python examples/run_demo.py
 
+# an agent with the tools of a real MCP server (examples/mcp_server.py) whose tool asks the user;
+# answered with `toolnexus-daemon answer` (docs/mcp.md)
+.PHONY: demo-mcp
+demo-mcp: $(RUN_STAMP)
+	$(BIN)/python examples/mcp_demo.py
+
 # Benchmarks (bench/README.md) in their own virtualenv: the peers never become project dependencies.
 BENCH_VENV := bench/.venv
 BENCH_STAMP := $(BENCH_VENV)/.installed
@@ -101,7 +107,7 @@ BENCH_ARGS ?=
 $(BENCH_STAMP): bench/requirements.txt requirements.txt pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
-	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation -e . -e clients/python
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . -e clients/python
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

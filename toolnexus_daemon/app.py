@@ -58,6 +58,7 @@ from .tools.webhook import WebhookExecutor
 if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins one
     from .cluster.membership import Membership
     from .mcp_edge.server import McpListener  # the MCP SDK loads only with --mcp-listen
+    from .tools.mcp import McpExecutor
 
 log = logging.getLogger("toolnexus_daemon")
 # Info's config["advertise"] of a daemon other daemons cannot forward calls to
@@ -72,7 +73,7 @@ class _Daemon:
     servicer: AgentRuntimeServicer
     health: HealthServicer
     addresses: list[str]
-    executors: tuple[NativeExecutor, WebhookExecutor, HttpToolExecutor]
+    executors: tuple[NativeExecutor | WebhookExecutor | HttpToolExecutor | McpExecutor, ...]
     metrics: Metrics
     metrics_server: web.WebServer
     # a member of a cluster: this daemon's runtime leases
@@ -139,9 +140,13 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     hub = WorkerHub()
     allow = EnvAllowList(settings.allow_env)
     env = allow.view(os.environ)  # all that outgoing requests may ever read
-    executors = (NativeExecutor(hub), WebhookExecutor(env=env), HttpToolExecutor(env=env))
+    mcp = _mcp_executor(settings, env)
+    executors = (NativeExecutor(hub), WebhookExecutor(env=env), HttpToolExecutor(env=env),
+                 *((mcp,) if mcp is not None else ()))
     by_source: dict[ToolSource, ToolExecutor] = {
         ToolSource.NATIVE: executors[0], ToolSource.WEBHOOK: executors[1], ToolSource.HTTP: executors[2]}
+    if mcp is not None:
+        by_source[ToolSource.MCP] = mcp
     metrics = Metrics()
 
     watchers: list[Callable[[str, list[Event]], None]] = []  # the pending hub, once the server exists
@@ -159,7 +164,10 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     tracer = _tracer(settings)
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
-                    limits=settings.peer_limits(), env_allow=allow, ownership=membership, tracer=tracer)
+                    limits=settings.peer_limits(), env_allow=allow, ownership=membership, tracer=tracer,
+                    tool_lister=mcp)
+    if mcp is not None:
+        mcp.on_tools_changed = engine.refresh_listed  # list_changed: list again for later turns
     metrics.bind(engine, hub)
     health = HealthServicer()
     server, addresses, servicer = create_server(settings, engine, hub, health,
@@ -178,6 +186,19 @@ async def _serving(health: HealthServicer) -> bool:
     """What gRPC health says of the daemon as a whole (``GET /healthz`` on the metrics port)."""
     reply = await health.Check(health_pb2.HealthCheckRequest(service=""), None)
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _mcp_executor(settings: Settings, env: dict[str, str]) -> McpExecutor | None:
+    """The executor of MCP tools, or None where the mcp SDK is not installed (an environment that
+    pins another major version of it, such as the benchmarks' peers): New then refuses
+    mcp_servers, and --mcp-config cannot be served."""
+    try:
+        from .tools.mcp import McpExecutor
+    except ImportError as exc:
+        log.warning("MCP servers are unavailable: the mcp SDK is not installed",
+                    extra={"error": str(exc), "mcp_config": settings.mcp_config is not None})
+        return None
+    return McpExecutor(settings.mcp_config, env)
 
 
 def _membership(settings: Settings, store: Store) -> Membership | None:

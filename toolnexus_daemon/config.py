@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, config_answers, config_mcp, config_tracing, config_ui
+from . import __version__, config_answers, config_mcp, config_mcp_edge, config_tracing, config_ui
 from .bounds import PeerLimits
 from .config_answers import Answers
 from .config_listen import is_loopback as host_is_loopback
-from .config_mcp import McpServe
+from .config_mcp import McpConfig
+from .config_mcp_edge import McpServe
 from .config_tracing import Tracing
 from .errors import StoreError
 from .store.dsn import is_pg_dsn, read_password_file
@@ -138,6 +139,8 @@ class Settings:
     tracing: Tracing = field(default_factory=Tracing)
     # the web inspector's listener (docs/inspector.md); "" = off
     ui_listen: str = ""
+    # the operator's MCP servers (--mcp-config); None = none
+    mcp_config: McpConfig | None = None
 
     @property
     def clustered(self) -> bool:
@@ -179,7 +182,8 @@ class Settings:
                "mcp-expose": ",".join(self.mcp.expose) if self.mcp else "",
                "otlp-endpoint": redact_dsn(self.tracing.endpoint) if self.tracing.endpoint else "",
                "otel-capture-content": _bool(self.tracing.capture_content),
-               "ui-listen": self.ui_listen}
+               "ui-listen": self.ui_listen,
+               "mcp-config": self.mcp_config.path if self.mcp_config else ""}
         out.update({name.replace("_", "-"): str(value) for name, value in self.limits.as_dict().items()})
         return out
 
@@ -279,6 +283,7 @@ def _listening_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None
                         "default off)")
     config_answers.add_flags(g, env)
     config_mcp.add_flags(g, env)
+    config_mcp_edge.add_flags(g, env)
     config_tracing.add_flags(g, env)
     config_ui.add_flags(g, env)
     g.add_argument("--grace", type=float, default=env_value(env, "TOOLNEXUS_GRACE", float, DEFAULT_GRACE_S),
@@ -539,8 +544,9 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                     allow_env=_allow_env(parser, ns.allow_env or ns.allow_env_env),
                     allow_remote_shutdown=ns.allow_remote_shutdown, **_store(parser, ns),
                     answers=config_answers.answers(parser, ns, tls is not None, ns.insecure),
-                    mcp=config_mcp.mcp(parser, ns, tls is not None, ns.insecure),
+                    mcp=config_mcp_edge.mcp(parser, ns, tls is not None, ns.insecure),
                     tracing=config_tracing.tracing(parser, ns),
                     ui_listen=config_ui.ui_listen(parser, ns, token=bool(token), tls=tls is not None,
                                                   insecure=ns.insecure),
+                    mcp_config=config_mcp.load_flag(parser, ns.mcp_config),
                     **_cluster(parser, ns))

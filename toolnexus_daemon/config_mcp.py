@@ -1,69 +1,127 @@
-"""The MCP server flags: ``--mcp-listen HOST:PORT`` and ``--mcp-expose RUNTIME_ID`` (repeatable).
+"""The operator's MCP server file (``--mcp-config FILE``, docs/mcp.md).
 
-Kept beside ``config`` (which calls it). The rules:
+The file has the form desktop MCP hosts use::
 
-* both or neither: a listener with nothing exposed, or runtimes exposed with no listener, is refused;
-* ``--mcp-listen PORT`` or ``:PORT`` means ``127.0.0.1:PORT``;
-* a non-loopback host needs TLS (``--tls-cert``/``--tls-key``, which this listener uses too) or
-  ``--insecure``, as the answers listener does; the gRPC listener's bearer token guards it either way;
-* each runtime id is a runtime id (``[A-Za-z0-9_.-]``, at most 128) and named once.
+    {"mcpServers": {"files": {"command": "python", "args": ["server.py"], "env": {"K": "v"}},
+                    "search": {"url": "https://search.example/mcp", "headers": {"Authorization": "..."}}}}
+
+An agent's ``McpServer`` without a ``url`` is looked up here by name. Only here may a stdio server
+(a command the daemon starts) be named, so no caller of ``New`` can make the daemon run a program.
+The file is read once, at start; a malformed one stops the daemon with a message naming the entry.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from .config_listen import is_loopback, listen_address
-
-RUNTIME_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+# "" and "2025-11-25": the initialize handshake; "auto": the newest protocol the server speaks
+PROTOCOLS = ("", "2025-11-25", "auto")
+MAX_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
-class McpServe:
-    """Where the MCP listener binds and which runtimes' agents it offers as tools."""
+class McpConfigServer:
+    """One entry: a stdio command (``command``, ``args``, ``env``) or a URL (``url``, ``headers``)."""
 
-    listen: str
-    expose: tuple[str, ...]
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    # "auto": the 2026-07-28 protocol when the server speaks it (elicitations come as input-required
+    # results); "" = the initialize handshake (2025-11-25: elicitations arrive on the open call)
+    protocol: str = ""
 
     @property
-    def host(self) -> str:
-        return self.listen.rpartition(":")[0].strip("[]")
+    def stdio(self) -> bool:
+        return bool(self.command)
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    """The servers of ``--mcp-config`` by name."""
+
+    servers: dict[str, McpConfigServer] = field(default_factory=dict)
+    path: str = ""
 
 
 def add_flags(g: argparse._ArgumentGroup, env: Mapping[str, str]) -> None:
-    g.add_argument("--mcp-listen", default=env.get("TOOLNEXUS_MCP_LISTEN", ""), metavar="HOST:PORT",
-                   help="serve the exposed runtimes' agents as MCP tools over streamable HTTP at /mcp; a "
-                        "bare PORT means 127.0.0.1:PORT (env TOOLNEXUS_MCP_LISTEN; default off)")
-    g.add_argument("--mcp-expose", action="append", default=None, metavar="RUNTIME_ID",
-                   help="offer every agent of this runtime as an MCP tool (repeatable; env "
-                        "TOOLNEXUS_MCP_EXPOSE, comma-separated)")
-    g.set_defaults(mcp_expose_env=env.get("TOOLNEXUS_MCP_EXPOSE", ""))
+    g.add_argument(
+        "--mcp-config",
+        type=Path,
+        default=env.get("TOOLNEXUS_MCP_CONFIG") or None,
+        metavar="FILE",
+        help='MCP servers agents may name without a url: {"mcpServers": {NAME: {command, args, env} '
+        "| {url, headers}}} (env TOOLNEXUS_MCP_CONFIG; default none)",
+    )
 
 
-def mcp(parser: argparse.ArgumentParser, ns: argparse.Namespace, tls: bool,
-        insecure: bool) -> McpServe | None:
-    """The checked MCP server settings, or None when no listener is asked for."""
-    listen = ns.mcp_listen.strip()
-    expose = [r.strip() for r in (ns.mcp_expose or ns.mcp_expose_env.split(",")) if r.strip()]
-    if not listen:
-        if expose:
-            parser.error("--mcp-expose needs --mcp-listen HOST:PORT (the listener MCP clients connect to)")
+def load_flag(parser: argparse.ArgumentParser, path: Path | None) -> McpConfig | None:
+    """The parsed ``--mcp-config``, or a parser error naming what is wrong with it."""
+    if path is None:
         return None
-    if not expose:
-        parser.error("--mcp-listen needs at least one --mcp-expose RUNTIME_ID (the runtimes whose agents "
-                     "it offers as tools)")
-    for rid in expose:
-        if not RUNTIME_ID.match(rid):
-            parser.error(f"--mcp-expose {rid[:140]!r}: a runtime id is 1 to 128 of A-Z a-z 0-9 _ . -")
-    if len(set(expose)) != len(expose):
-        parser.error(f"--mcp-expose names a runtime twice: {', '.join(sorted(expose))}")
-    listen = listen_address(parser, "--mcp-listen", listen, "127.0.0.1:8765")
-    host = listen.rpartition(":")[0].strip("[]")
-    if not is_loopback(host) and not tls and not insecure:
-        parser.error(f"--mcp-listen {listen}: a non-loopback address needs TLS (--tls-cert/--tls-key); "
-                     "pass --insecure to serve MCP in plaintext there anyway")
-    return McpServe(listen, tuple(expose))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        parser.error(f"--mcp-config {path}: cannot read it: {exc.strerror or exc}")
+    if len(raw) > MAX_FILE_BYTES:
+        parser.error(f"--mcp-config {path}: {len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
+    try:
+        return parse(json.loads(raw), str(path))
+    except (ValueError, RecursionError) as exc:
+        parser.error(f"--mcp-config {path}: {exc}")
 
+
+def parse(doc: object, path: str = "") -> McpConfig:
+    """An ``McpConfig`` from the file's JSON; ValueError naming the first bad entry."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("mcpServers"), dict):
+        raise ValueError('want a JSON object with an "mcpServers" object')
+    servers: dict[str, McpConfigServer] = {}
+    for name, entry in doc["mcpServers"].items():
+        if not NAME_RE.match(name):
+            raise ValueError(f'server name "{name[:64]}" must be 1-32 letters, digits, "_" or "-"')
+        servers[name] = _entry(name, entry)
+    return McpConfig(servers, path)
+
+
+def _entry(name: str, entry: object) -> McpConfigServer:
+    if not isinstance(entry, dict):
+        raise ValueError(f'server "{name}" must be an object')
+    command, url = entry.get("command"), entry.get("url")
+    if bool(command) == bool(url):
+        raise ValueError(
+            f'server "{name}" needs exactly one of "command" (stdio) and "url" (streamable HTTP)'
+        )
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise ValueError(f'server "{name}": "url" must be an http:// or https:// URL')
+    if command is not None and not isinstance(command, str):
+        raise ValueError(f'server "{name}": "command" must be a string')
+    args = entry.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ValueError(f'server "{name}": "args" must be a list of strings')
+    protocol = entry.get("protocol") or ""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f'server "{name}": "protocol" must be "2025-11-25" (the default) or "auto"')
+    return McpConfigServer(
+        command=command or "",
+        args=tuple(args),
+        env=_strings(name, "env", entry),
+        url=url or "",
+        headers=_strings(name, "headers", entry),
+        protocol=protocol,
+    )
+
+
+def _strings(name: str, key: str, entry: dict[str, object]) -> dict[str, str]:
+    value = entry.get(key) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f'server "{name}": "{key}" must be an object of strings')
+    return dict(value)

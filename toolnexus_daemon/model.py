@@ -51,6 +51,8 @@ class ToolSource(StrEnum):
     NATIVE = "native"
     WEBHOOK = "webhook"
     HTTP = "http"
+    # a tool listed from an MCP server at New (docs/mcp.md); never set by a caller
+    MCP = "mcp"
 
 
 class OnCrash(StrEnum):
@@ -269,6 +271,49 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
+class McpServer:
+    """An MCP server an agent takes tools from (``AgentDef.mcp_servers``, docs/mcp.md)."""
+
+    name: str
+    # streamable HTTP; empty = ``name`` is looked up in the operator's --mcp-config
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    # the server's own tool names to offer; empty = all
+    tools: tuple[str, ...] = ()
+    timeout_ms: int = 0
+    on_crash: OnCrash = OnCrash.RERUN
+
+    def to_json(self) -> JSON:
+        d: JSON = {"name": self.name, "url": self.url, "headers": dict(self.headers),
+                   "tools": list(self.tools), "timeout_ms": self.timeout_ms}
+        if self.on_crash is not OnCrash.RERUN:
+            d["on_crash"] = str(self.on_crash)
+        return d
+
+    @classmethod
+    def from_json(cls, d: JSON) -> McpServer:
+        return cls(name=str(d.get("name") or ""), url=str(d.get("url") or ""),
+                   headers=dict(d.get("headers") or {}), tools=tuple(d.get("tools") or ()),
+                   timeout_ms=int(d.get("timeout_ms") or 0), on_crash=OnCrash(d.get("on_crash") or "rerun"))
+
+
+@dataclass(frozen=True)
+class McpTarget:
+    """Where a tool of source ``mcp`` is called: the server as the agent named it and the tool's
+    own name there (the offered name is ``<server>__<tool>``, changed to fit)."""
+
+    server: McpServer
+    tool: str
+
+    def to_json(self) -> JSON:
+        return {"server": self.server.to_json(), "tool": self.tool}
+
+    @classmethod
+    def from_json(cls, d: JSON) -> McpTarget:
+        return cls(server=McpServer.from_json(d.get("server") or {}), tool=str(d.get("tool") or ""))
+
+
+@dataclass(frozen=True)
 class ToolDef:
     name: str
     description: str = ""
@@ -281,12 +326,16 @@ class ToolDef:
     answer_link: bool = False
     # a call in flight at a crash or a lost worker: sent again (rerun) or asked about (ask)
     on_crash: OnCrash = OnCrash.RERUN
+    # source mcp: the server and tool it was listed from
+    mcp: McpTarget | None = None
 
     def to_json(self) -> JSON:
         d: JSON = {"name": self.name, "description": self.description,
                    "input_schema": self.input_schema, "source": str(self.source)}
         if self.http is not None:
             d["http"] = self.http.to_json()
+        if self.mcp is not None:
+            d["mcp"] = self.mcp.to_json()
         if self.deadline_ms:
             d["deadline_ms"] = self.deadline_ms
         if self.answer_link:
@@ -301,7 +350,8 @@ class ToolDef:
                    input_schema=d.get("input_schema") or {}, source=ToolSource(d.get("source") or "native"),
                    http=HttpConfig.from_json(d["http"]) if d.get("http") else None,
                    deadline_ms=int(d.get("deadline_ms") or 0), answer_link=bool(d.get("answer_link")),
-                   on_crash=OnCrash(d.get("on_crash") or "rerun"))
+                   on_crash=OnCrash(d.get("on_crash") or "rerun"),
+                   mcp=McpTarget.from_json(d["mcp"]) if d.get("mcp") else None)
 
 
 @dataclass(frozen=True)
@@ -318,6 +368,8 @@ class AgentDef:
     request_params: JSON = field(default_factory=dict)
     # suspensions of this agent (and its tools) get Request.answer_url (docs/protocol.md §10)
     answer_link: bool = False
+    # MCP servers whose listed tools are in ``tools`` as source ``mcp`` (docs/mcp.md)
+    mcp_servers: tuple[McpServer, ...] = ()
 
     def to_json(self) -> JSON:
         d: JSON = {"name": self.name, "does": self.does, "model": self.model, "soul": self.soul,
@@ -326,6 +378,8 @@ class AgentDef:
                    "request_params": dict(self.request_params)}
         if self.answer_link:
             d["answer_link"] = True
+        if self.mcp_servers:
+            d["mcp_servers"] = [s.to_json() for s in self.mcp_servers]
         return d
 
     @classmethod
@@ -334,7 +388,8 @@ class AgentDef:
                    soul=d.get("soul") or "", tools=tuple(ToolDef.from_json(t) for t in d.get("tools") or ()),
                    team=tuple(d.get("team") or ()), budget=Budget.from_json(d.get("budget")),
                    wait_for=bool(d.get("wait_for")), request_params=dict(d.get("request_params") or {}),
-                   answer_link=bool(d.get("answer_link")))
+                   answer_link=bool(d.get("answer_link")),
+                   mcp_servers=tuple(McpServer.from_json(s) for s in d.get("mcp_servers") or ()))
 
 
 @dataclass(frozen=True)

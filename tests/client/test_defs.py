@@ -78,3 +78,27 @@ def test_on_crash_goes_into_the_tool_definition() -> None:
     assert tool_to_pb(Tool("lookup")).on_crash == "rerun"
     with pytest.raises(ValueError, match="on_crash must be one of rerun, ask"):
         Tool("charge", on_crash="maybe")
+
+
+def test_mcp_servers_go_into_the_agent_definition() -> None:
+    """``mcp_servers`` (keyword or ``uses``), as McpServer, a mapping, or a bare name from --mcp-config."""
+    from toolnexus_client import McpServer
+    from toolnexus_client._convert import agent_to_pb
+
+    paint = McpServer("paint", "http://127.0.0.1:8765/mcp",
+                      headers={"Authorization": "Bearer ${PAINT_TOKEN}"}, tools=["paint"], timeout_ms=500,
+                      on_crash="ask")
+    spec = agent("painter", uses={"mcp_servers": [paint]},
+                 mcp_servers=[{"name": "search", "url": "https://s.example/mcp"}, "files"])
+    out = agent_to_pb(spec)
+    assert [(s.name, s.url) for s in out.mcp_servers] == [
+        ("paint", "http://127.0.0.1:8765/mcp"), ("search", "https://s.example/mcp"), ("files", "")]
+    first = out.mcp_servers[0]
+    assert (dict(first.headers), list(first.tools), first.timeout_ms, first.on_crash) == (
+        {"Authorization": "Bearer ${PAINT_TOKEN}"}, ["paint"], 500, "ask")
+    with pytest.raises(ValueError, match="named more than once"):
+        agent("a", mcp_servers=["files", "files"])
+    with pytest.raises(ValueError, match="on_crash must be one of"):
+        McpServer("x", on_crash="maybe")
+    with pytest.raises(ValueError, match="unknown mcp server key"):
+        agent("a", mcp_servers=[{"name": "x", "command": "rm"}])

@@ -19,6 +19,7 @@ from toolnexus_daemon.model import (
     Answer,
     EventType,
     HandleState,
+    McpServer,
     RuntimeOptions,
     Status,
     ToolDef,
@@ -174,3 +175,10 @@ async def test_an_unreadable_handle_scan_costs_the_events_not_the_reattach() -> 
             await rt.resume(Answer(pending.id, ok=True))
     finally:
         await engine.stop()
+
+
+async def test_mcp_servers_without_the_sdk_are_refused(bench: Bench) -> None:
+    """A daemon without an MCP lister (the mcp SDK not installed) refuses mcp_servers, never ignores them."""
+    painter = AgentDef(name="painter", mcp_servers=(McpServer("paint", "http://127.0.0.1:1/mcp"),))
+    with pytest.raises(FailedPrecondition, match="mcp SDK is not installed"):
+        await bench.engine.new("m1", [painter], LLM, RuntimeOptions())

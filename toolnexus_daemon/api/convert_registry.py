@@ -20,6 +20,7 @@ from ..model import (
     HttpConfig,
     LlmConfig,
     LlmStyle,
+    McpServer,
     OnCrash,
     RuntimeOptions,
     ToolDef,
@@ -86,11 +87,23 @@ def _agent(msg: pb.AgentDef, problems: list[str]) -> AgentDef:
     return AgentDef(name=msg.name, does=msg.does, model=msg.model or "inherit", soul=msg.soul,
                     tools=tuple(_tool(t, where, problems) for t in msg.tools), team=tuple(msg.team),
                     budget=budget_from(msg.budget), wait_for=msg.wait_for,
-                    request_params=optional_struct(msg, "request_params") or {}, answer_link=msg.answer_link)
+                    request_params=optional_struct(msg, "request_params") or {}, answer_link=msg.answer_link,
+                    mcp_servers=tuple(_mcp_server(m, where, problems) for m in msg.mcp_servers))
+
+
+def _mcp_server(msg: pb.McpServer, where: str, problems: list[str]) -> McpServer:
+    """One ``McpServer``; its bounds are the engine's checks (``engine.registry``)."""
+    on_crash = {c.value: c for c in OnCrash}.get(msg.on_crash or OnCrash.RERUN.value)
+    if on_crash is None:
+        problems.append(f'{where}: mcp server "{msg.name[:64]}" has unknown on_crash "{msg.on_crash[:40]}" '
+                        '(use "rerun" or "ask")')
+    return McpServer(name=msg.name, url=msg.url, headers=dict(msg.headers), tools=tuple(msg.tools),
+                     timeout_ms=msg.timeout_ms, on_crash=on_crash or OnCrash.RERUN)
 
 
 def _tool(msg: pb.ToolDef, where: str, problems: list[str]) -> ToolDef:
-    sources = {s.value: s for s in ToolSource}
+    # source mcp is the daemon's own, given to the tools it lists from an agent's mcp_servers
+    sources = {s.value: s for s in ToolSource if s is not ToolSource.MCP}
     source = sources.get(msg.source or ToolSource.NATIVE.value)
     if source is None:
         problems.append(f'{where}: tool "{msg.name}" has unknown source "{msg.source}" '

@@ -14,12 +14,13 @@ import hmac
 import logging
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..bounds import PeerLimits
 from ..clock import Clock
 from ..envexpand import EnvAllowList
 from ..errors import (
+    DaemonError,
     DataLoss,
     FailedPrecondition,
     InvalidArgument,
@@ -29,9 +30,9 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..llm.base import ModelTransport
-from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, RuntimeOptions, ToolSource
+from ..model import JSON, ROOT_ID, AgentDef, Event, LlmConfig, McpServer, RuntimeOptions, ToolSource
 from ..store.base import Fence, Store
-from ..tools.base import Resolver, ToolExecutor
+from ..tools.base import Resolver, ToolExecutor, ToolLister
 from . import links
 from .committer import AllowAll, CommitGuard, CommitStats, Committer
 from .deadlines import Deadlines
@@ -67,8 +68,10 @@ class Engine:
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
                  observer: Observer | None = None, limits: PeerLimits | None = None,
                  env_allow: EnvAllowList | None = None, ownership: Ownership | None = None,
-                 tracer: Tracer = NOOP) -> None:
+                 tracer: Tracer = NOOP, tool_lister: ToolLister | None = None) -> None:
         self.store = store
+        # lists the tools of the MCP servers a New names (None: no MCP, in engine tests)
+        self.tool_lister = tool_lister
         # the one commit path of every runtime: their changes share transactions (committer.py)
         self.committer = Committer(store)
         # a member of a cluster: runtimes are held by lease, one owner each (engine.ownership)
@@ -318,7 +321,7 @@ class Engine:
             raise FailedPrecondition("the daemon is shutting down")
         if runtime_id:
             validate_runtime_id(runtime_id)
-        validate(agents, llm, options, env_allow=self.env_allow)
+        agents = await self._with_listed_tools(agents, llm, options)
         if not self.answer_base and links.any_asks(agents, options):
             raise FailedPrecondition("answer_link needs a daemon that serves answer links: start it with "
                                      "--answers-listen HOST:PORT (docs/protocol.md §10), or drop answer_link")
@@ -342,6 +345,48 @@ class Engine:
             await rt.create_root()
             self._runtimes[rid] = rt
             return NewOutcome(rid, ROOT_ID, False)
+
+    async def _with_listed_tools(self, agents: list[AgentDef], llm: LlmConfig,
+                                 options: RuntimeOptions) -> list[AgentDef]:
+        """Validate the registry, then add the tools its MCP servers list (docs/mcp.md); the listed
+        tools are stored with the registry, so a restart needs no listing."""
+        lister = self.tool_lister
+        earlier = lister.problems(agents) if lister is not None else []
+        validate(agents, llm, options, earlier=earlier, env_allow=self.env_allow)
+        if not any(a.mcp_servers for a in agents):
+            return agents
+        if lister is None:
+            raise FailedPrecondition("this daemon cannot list MCP servers: the mcp SDK is not installed "
+                                     "(pip install -r requirements.txt installs it); drop mcp_servers")
+        listed = await lister.expand(agents)
+        validate(listed, llm, options)  # a listed name may collide with a tool of the caller's
+        return listed
+
+    def refresh_listed(self, affects: Callable[[McpServer], bool]) -> None:
+        """A server's tools changed (``notifications/tools/list_changed``): list them again for
+        every runtime here whose agents name a server ``affects`` picks, for later turns."""
+        task = asyncio.create_task(self._refresh_listed(affects))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _refresh_listed(self, affects: Callable[[McpServer], bool]) -> None:
+        lister = self.tool_lister
+        if lister is None or self.stopping:
+            return
+        for rt in list(self._runtimes.values()):
+            agents = list(rt.agents.values())
+            if not any(affects(s) for a in agents for s in a.mcp_servers):
+                continue
+            own = [replace(a, tools=tuple(t for t in a.tools if t.source is not ToolSource.MCP))
+                   for a in agents]
+            try:
+                listed = await lister.expand(own)
+                validate(listed, rt.llm, rt.options)
+                async with self._creating:
+                    await self._reattach(rt, listed, rt.llm, rt.options)
+            except (DaemonError, StoreError) as exc:  # the listing stays as it was; a later change retries
+                log.warning("mcp tools changed but could not be listed again",
+                            extra={"runtime": rt.id, "error": str(exc)})
 
     async def _claim_for_new(self, runtime_id: str, fresh: bool) -> Fence | None:
         """In a cluster, ``New`` for ``runtime_id`` runs on its owner: an existing runtime is opened

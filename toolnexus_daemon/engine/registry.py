@@ -11,11 +11,19 @@ from collections.abc import Sequence
 
 from ..envexpand import EnvAllowList, referenced
 from ..errors import InvalidArgument
-from ..model import AgentDef, LlmConfig, LlmStyle, RuntimeOptions, ToolSource
+from ..model import AgentDef, LlmConfig, LlmStyle, McpServer, RuntimeOptions, ToolSource
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 RUNTIME_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 TASK_TOOL = "task"
+# an MCP server's name leaves room in the 64 characters of ``<server>__<tool>``
+MAX_MCP_NAME = 32
+MCP_NAME_RE = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_MCP_NAME}}}$")
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+MAX_URL_CHARS = 2048
+MAX_HEADERS = 32
+MAX_HEADER_CHARS = 4096
+MAX_MCP_TOOLS = 256
 SUPPORTED_STYLES = {LlmStyle.OPENAI, LlmStyle.ANTHROPIC, LlmStyle.WORKER}
 # the longest pending_ttl_ms: past a year a deadline is no deadline (and the sum must stay a date)
 MAX_PENDING_TTL_MS = 366 * 24 * 3600 * 1000
@@ -71,12 +79,52 @@ def _agent_problems(agent: AgentDef, known: set[str], llm: LlmConfig) -> list[st
             out.append(f'{where}: tool name "task" is reserved for delegation to the team')
         if tool.source in (ToolSource.WEBHOOK, ToolSource.HTTP) and not (tool.http and tool.http.url):
             out.append(f'{where}: tool "{tool.name}" has source {tool.source} but no http.url')
+    out += mcp_problems(agent)
     if agent.model in ("", "inherit") and not llm.model and llm.style is not LlmStyle.WORKER:
         out.append(f'{where}: model "inherit" but llm.model is empty')
     for field_name in ("max_turns", "max_tokens", "max_tool_calls", "max_wall_ms", "max_children",
                        "max_concurrent", "max_depth"):
         if getattr(agent.budget, field_name) < 0:
             out.append(f"{where}: budget.{field_name} must not be negative")
+    return out
+
+
+def mcp_problems(agent: AgentDef) -> list[str]:
+    """Every problem of an agent's ``mcp_servers``: names, URLs and headers bounded (docs/mcp.md)."""
+    out: list[str] = []
+    where = f'agent "{agent.name}"'
+    names = [s.name for s in agent.mcp_servers]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f'{where}: mcp server "{dup}" is named more than once')
+    for server in agent.mcp_servers:
+        out += _mcp_server_problems(server, where)
+    return out
+
+
+def _mcp_server_problems(server: McpServer, where: str) -> list[str]:
+    if not MCP_NAME_RE.match(server.name):
+        return [f'{where}: mcp server name "{server.name[:64]}" must be 1-{MAX_MCP_NAME} letters, digits, '
+                '"_" or "-" (its tools are offered as <server>__<tool>)']
+    out: list[str] = []
+    at = f'{where}: mcp server "{server.name}"'
+    web = server.url.startswith(("http://", "https://"))
+    if server.url and not (web and len(server.url) <= MAX_URL_CHARS):
+        out.append(f"{at}: url must be an http:// or https:// URL of at most {MAX_URL_CHARS} characters "
+                   "(a streamable-HTTP MCP endpoint)")
+    if len(server.headers) > MAX_HEADERS:
+        out.append(f"{at}: {len(server.headers)} headers; the limit is {MAX_HEADERS}")
+    for name, value in server.headers.items():
+        breaks = any(c in value for c in "\r\n\0")
+        if not HEADER_NAME_RE.match(name) or len(value) > MAX_HEADER_CHARS or breaks:
+            out.append(f'{at}: header "{name[:64]}" must be a token of at most 64 characters with a value '
+                       f"of at most {MAX_HEADER_CHARS} characters and no line breaks")
+    if len(server.tools) > MAX_MCP_TOOLS:
+        out.append(f"{at}: tools lists {len(server.tools)} names; the limit is {MAX_MCP_TOOLS}")
+    for tool in server.tools:
+        if not tool or len(tool) > 128:
+            out.append(f'{at}: tools names "{tool[:64]}", which is not 1-128 characters')
+    if server.timeout_ms < 0:
+        out.append(f"{at}: timeout_ms must not be negative (0 = the default)")
     return out
 
 
@@ -99,6 +147,9 @@ def env_problems(agents: Sequence[AgentDef], llm: LlmConfig, allow: EnvAllowList
             if tool.http is not None:
                 where = f'agent "{agent.name}" tool "{tool.name}" http.headers'
                 uses += [(f"{where} ${{{n}}}", n) for n in referenced(tool.http.headers)]
+        for server in agent.mcp_servers:
+            where = f'agent "{agent.name}" mcp server "{server.name}" headers'
+            uses += [(f"{where} ${{{n}}}", n) for n in referenced(server.headers)]
     return [f"{where} names environment variable {name}, which the daemon does not allow; the "
             f"operator allows it with --allow-env {name} (or TOOLNEXUS_ALLOW_ENV)"
             for where, name in uses if not allow.permits(name)]

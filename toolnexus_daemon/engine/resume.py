@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..clock import parse_rfc3339
 from ..errors import AlreadyAnswered, FailedPrecondition, InvalidArgument, NotFound
 from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
-from . import drift, notes, tracing
+from . import drift, elicit_check, notes, tracing
 from .change import Change
 from .handle import Handle
 from .requests import RequestEntry, WaitState
@@ -61,7 +61,9 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str,
     if target is None:
         return _duplicate_or_refuse(rt, answer, entry, handle_id), None
     leaf = rt.table.handle(target)
-    effective = _expired_as_decline(rt, answer, Request.from_json(entry.request))
+    asked = Request.from_json(entry.request)
+    effective = _expired_as_decline(rt, answer, asked)
+    elicit_check.check(asked, effective)  # an MCP form's answer must fit its schema (docs/mcp.md)
     chain = [leaf] + [a for a in rt.table.ancestors(leaf) if _suspended_on(a, answer.id)]
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed

@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..bounds import check_tool_result
-from ..model import JSON, Answer, EventType, OnCrash, Request, ToolResult
+from ..model import JSON, Answer, EventType, OnCrash, Request, ToolResult, ToolSource
 from ..tools.base import OutcomeUnknown, ToolInvocation
 from . import notes, spans, tracing, uncertain
 from .change import Change
@@ -152,7 +152,8 @@ async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
     """Run call ``i`` (with the answer, when one applies to it); an interpreter may answer a
     suspension inline. An outcome that cannot be known becomes a ``reconcile`` question."""
     call = step.calls[i]
-    answer = cp.answer if answered and cp.answer is not None and cp.answer.ok else None
+    applies = answered and cp.answer is not None and (cp.answer.ok or _takes_declines(rt, h, call))
+    answer = cp.answer if applies else None
     default_id = request_id_for(f"{rt.id}/{h.id}/s{step.number}c{i}")
     try:
         result = await _invoke(rt, h, call, answer, default_id)
@@ -175,6 +176,13 @@ async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
                     extra={"runtime": rt.id, "handle": h.id, "call_id": call.call_id, "error": str(unknown)})
         return uncertain.reconcile_request(step, i)
     return result
+
+
+def _takes_declines(rt: RuntimeContext, h: Handle, call: Call) -> bool:
+    """An MCP tool is re-invoked with a decline too: the server's elicitation is answered
+    ``decline`` (or ``cancel``) and the tool's own result goes to the model (docs/mcp.md)."""
+    tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
+    return tool is not None and tool.source is ToolSource.MCP
 
 
 def _resolve_repeat(again: Request, before: Request, ok: bool, in_a_row: int) -> ToolResult:

@@ -7,10 +7,11 @@ ToolResult with ``is_error`` (docs/protocol.md: failures cross boundaries as val
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..model import JSON, Answer, Request, ToolDef, ToolResult
+from ..model import JSON, AgentDef, Answer, Request, ToolDef, ToolResult
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,13 @@ class Resolver(Protocol):
     async def resolve(self, runtime_id: str, handle: str, call_id: str, request: Request,
                       take_timeout_ms: int) -> Answer | None:
         """The resolver's Answer, or None if none could take or finish the call (stay durable)."""
+
+
+class ToolLister(Protocol):
+    """Lists the tools of the MCP servers agents name, at ``New`` (docs/mcp.md)."""
+
+    def problems(self, agents: Sequence[AgentDef]) -> list[str]:
+        """What is wrong with the servers as named (before any is asked), one problem each."""
+
+    async def expand(self, agents: Sequence[AgentDef]) -> list[AgentDef]:
+        """The agents with their servers' tools added (UNAVAILABLE naming a server out of reach)."""

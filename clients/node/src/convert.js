@@ -202,6 +202,10 @@ export function agentToPb(spec) {
     wait_for: spec.waitFor,
     answer_link: Boolean(spec.answerLink),
     request_params: toStruct(spec.requestParams),
+    mcp_servers: (spec.mcpServers ?? []).map((s) => ({
+      name: s.name, url: s.url, headers: { ...s.headers }, tools: [...s.tools], timeout_ms: s.timeoutMs,
+      on_crash: s.onCrash,
+    })),
   };
 }
 

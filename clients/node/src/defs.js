@@ -97,21 +97,52 @@ export class AgentSpec {
 }
 
 /**
- * Declare an agent: `agent(name, {does, uses: {tools: [Tool...], team: [names]}, model, soul,
- * team, budget, waitFor, requestParams})`.
+ * An MCP server whose tools an agent gets, offered to the model as `<name>__<tool>`: `{name, url,
+ * headers, tools, timeoutMs, onCrash}`. `url` names a streamable-HTTP server (header values may hold
+ * `${ENV}` of names the daemon allows); without it the daemon looks `name` up in its operator's
+ * `--mcp-config` file. A bare string is such a name. `tools` limits which of its tools are offered.
+ */
+export function mcpServer(value) {
+  const spec = typeof value === 'string' ? { name: value } : { ...(value ?? {}) };
+  const known = ['name', 'url', 'headers', 'tools', 'timeoutMs', 'onCrash'];
+  const unknownKeys = Object.keys(spec).filter((k) => !known.includes(k));
+  if (unknownKeys.length) {
+    throw new TypeError(`mcp server: unknown key(s) ${unknownKeys.join(', ')} (known: ${known.join(', ')})`);
+  }
+  if (!spec.name || typeof spec.name !== 'string') throw new TypeError('an MCP server needs a name');
+  const onCrash = spec.onCrash ?? 'rerun';
+  if (!ON_CRASH.includes(onCrash)) {
+    throw new TypeError(`mcp server "${spec.name}": onCrash must be one of ${ON_CRASH.join(', ')}`);
+  }
+  const timeoutMs = Number(spec.timeoutMs ?? 0);
+  if (!(timeoutMs >= 0)) throw new TypeError(`mcp server "${spec.name}": timeoutMs must not be negative`);
+  return Object.freeze({
+    name: spec.name, url: String(spec.url ?? ''), headers: Object.freeze({ ...(spec.headers ?? {}) }),
+    tools: Object.freeze([...(spec.tools ?? [])]), timeoutMs, onCrash,
+  });
+}
+
+/**
+ * Declare an agent: `agent(name, {does, uses: {tools: [Tool...], team: [names], mcpServers: [...]},
+ * model, soul, team, budget, waitFor, requestParams, mcpServers})`.
  */
 export function agent(name, options = {}) {
   if (!name || typeof name !== 'string') throw new TypeError('an agent needs a name');
-  const known = ['does', 'uses', 'model', 'soul', 'team', 'budget', 'waitFor', 'requestParams', 'answerLink'];
+  const known = ['does', 'uses', 'model', 'soul', 'team', 'budget', 'waitFor', 'requestParams', 'answerLink',
+    'mcpServers'];
   const unknownKeys = Object.keys(options).filter((k) => !known.includes(k));
   if (unknownKeys.length) {
     throw new TypeError(`agent "${name}": unknown option(s) ${unknownKeys.join(', ')} (known: ${known.join(', ')})`);
   }
   const uses = options.uses ?? {};
-  const badUses = Object.keys(uses).filter((k) => k !== 'tools' && k !== 'team');
+  const badUses = Object.keys(uses).filter((k) => !['tools', 'team', 'mcpServers'].includes(k));
   if (badUses.length) {
-    throw new TypeError(`agent "${name}": uses takes 'tools' and 'team', not ${badUses.join(', ')}`);
+    throw new TypeError(`agent "${name}": uses takes 'tools', 'team' and 'mcpServers', not ${badUses.join(', ')}`);
   }
+  const mcpServers = [...(uses.mcpServers ?? []), ...(options.mcpServers ?? [])].map(mcpServer);
+  const serverNames = mcpServers.map((s) => s.name);
+  const twice = serverNames.find((n, i) => serverNames.indexOf(n) !== i);
+  if (twice) throw new TypeError(`agent "${name}": mcp server "${twice}" is named more than once`);
   const tools = [...(uses.tools ?? [])];
   for (const t of tools) {
     if (!(t instanceof Tool)) {
@@ -130,6 +161,7 @@ export function agent(name, options = {}) {
     waitFor: Boolean(options.waitFor),
     requestParams: options.requestParams ?? null,
     answerLink: Boolean(options.answerLink),
+    mcpServers: Object.freeze(mcpServers),
   });
 }
 

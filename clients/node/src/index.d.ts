@@ -304,9 +304,26 @@ export interface Budget {
   maxDepth?: number;
 }
 
+/** An MCP server whose tools an agent gets (`<name>__<tool>`); a bare string names one in --mcp-config. */
+export interface McpServerSpec {
+  name: string;
+  /** A streamable-HTTP endpoint; empty = `name` is looked up in the daemon's --mcp-config. */
+  url?: string;
+  /** Values may hold `${ENV}` of names the daemon allows (--allow-env). */
+  headers?: Record<string, string>;
+  /** The server's tools to offer; empty = all. */
+  tools?: string[];
+  timeoutMs?: number;
+  onCrash?: 'rerun' | 'ask';
+}
+
+export declare function mcpServer(value: McpServerSpec | string): Readonly<Required<McpServerSpec>>;
+
 export interface AgentOptions {
   does?: string;
-  uses?: { tools?: Tool[]; team?: string[] };
+  uses?: { tools?: Tool[]; team?: string[]; mcpServers?: (McpServerSpec | string)[] };
+  /** MCP servers whose tools this agent gets. */
+  mcpServers?: (McpServerSpec | string)[];
   /** 'inherit' (default) = llm.model. */
   model?: string;
   /** The system prompt. */
@@ -331,6 +348,7 @@ export declare class AgentSpec {
   readonly waitFor: boolean;
   readonly requestParams: JsonObject | null;
   readonly answerLink: boolean;
+  readonly mcpServers: readonly Readonly<Required<McpServerSpec>>[];
 }
 
 export declare function agent(name: string, options?: AgentOptions): AgentSpec;

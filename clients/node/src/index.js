@@ -19,7 +19,7 @@
 //
 // See README.md for the whole API.
 export { Runtime, DEFAULT_TARGET, RUNTIME_KEY_HEADER } from './runtime.js';
-export { AgentSpec, Registry, Tool, agent, registry, tool } from './defs.js';
+export { AgentSpec, Registry, Tool, agent, mcpServer, registry, tool } from './defs.js';
 export { HandleState, Status, ToolResult, toAnswer, toRequest, toToolResult } from './types.js';
 export { EventStream } from './watch.js';
 export { Daemon } from './daemon.js';

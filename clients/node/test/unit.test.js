@@ -91,12 +91,33 @@ describe('declarations', () => {
     assert.equal(decoded.agents[0].tools[0].on_crash, 'ask');
   });
 
+  it('carries mcpServers into the agent definition (objects, or names from --mcp-config)', () => {
+    const painter = agent('painter', {
+      uses: { mcpServers: [{ name: 'paint', url: 'http://127.0.0.1:8765/mcp', headers: { Authorization: 'Bearer ${T}' },
+        tools: ['paint'], timeoutMs: 500, onCrash: 'ask' }] },
+      mcpServers: ['files'],
+    });
+    const req = newRequest({ registry: registry(painter), llm: { style: 'openai', baseUrl: 'http://127.0.0.1:1' } });
+    assert.deepEqual(req.agents[0].mcp_servers, [
+      { name: 'paint', url: 'http://127.0.0.1:8765/mcp', headers: { Authorization: 'Bearer ${T}' }, tools: ['paint'],
+        timeout_ms: 500, on_crash: 'ask' },
+      { name: 'files', url: '', headers: {}, tools: [], timeout_ms: 0, on_crash: 'rerun' },
+    ]);
+    const contract = loadContract().definition['toolnexus.agents.v1.NewRequest'];
+    const decoded = contract.deserialize(contract.serialize(req));
+    assert.equal(decoded.agents[0].mcp_servers[0].url, 'http://127.0.0.1:8765/mcp');
+    assert.deepEqual(decoded.agents[0].mcp_servers[0].tools, ['paint']);
+    assert.throws(() => agent('a', { mcpServers: ['files', 'files'] }), /named more than once/);
+    assert.throws(() => agent('a', { mcpServers: [{ name: 'x', command: 'rm' }] }), /unknown key/);
+    assert.throws(() => agent('a', { mcpServers: [{ name: 'x', onCrash: 'maybe' }] }), /onCrash must be one of/);
+  });
+
   it('refuses mistakes at declaration', () => {
     assert.throws(() => registry(agent('a'), agent('a')), /declared twice/);
     assert.throws(() => registry(agent('a', { uses: { tools: [tool('t', () => 1)] } }),
       agent('b', { uses: { tools: [tool('t', () => 2)] } })), /two different execute functions/);
     assert.throws(() => agent('a', { tools: [] }), /unknown option/);
-    assert.throws(() => agent('a', { uses: { tool: [] } }), /uses takes 'tools' and 'team'/);
+    assert.throws(() => agent('a', { uses: { tool: [] } }), /uses takes 'tools', 'team' and 'mcpServers'/);
     assert.throws(() => new Tool({ name: 'w', source: 'webhook' }), /needs a url/);
     assert.throws(() => tool('t', () => 1, { onCrash: 'maybe' }), /onCrash must be one of rerun, ask/);
     assert.throws(() => newRequest({ registry: registry(), llm: { styel: 'x' } }), /unknown llm key "styel"/);

@@ -32,7 +32,7 @@ background thread. Against the daemon of ``make run`` and the scripted model of
 See clients/python/README.md for the full API and its conventions.
 """
 
-from ._defs import AgentSpec, Budget, Execute, HttpSpec, Llm, Registry, Tool, agent, registry
+from ._defs import AgentSpec, Budget, Execute, HttpSpec, Llm, McpServer, Registry, Tool, agent, registry
 from ._dispatch import Resolver, Transport
 from ._pending import PendingChange, PendingChangeType, PendingItem, PendingPage, RuntimePage, RuntimeSummary
 from ._pending_watch import PendingStream
@@ -84,6 +84,7 @@ __all__ = [
     "DeadlineExceeded", "DefinitionChange", "Event", "EventStream", "Execute", "FailedPrecondition",
     "HandleSnapshot",
     "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InterruptResult", "InvalidArgument", "Llm",
+    "McpServer",
     "NotFound", "OutOfRange", "PendingChange", "PendingChangeType", "PendingItem", "PendingPage",
     "PendingStream", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
     "ResourceExhausted", "ResumeResult", "Runtime", "RuntimePage", "RuntimeSummary", "Status", "TaskResult",

@@ -15,7 +15,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
-from ._defs import AgentSpec, Budget, Llm, Registry, Tool
+from ._defs import AgentSpec, Budget, Llm, McpServer, Registry, Tool
 from ._gen import runtime_pb2 as pb
 from ._types import (
     JSON,
@@ -198,10 +198,16 @@ def budget_to_pb(budget: Budget) -> pb.Budget:
                      max_depth=budget.max_depth)
 
 
+def mcp_server_to_pb(server: McpServer) -> pb.McpServer:
+    return pb.McpServer(name=server.name, url=server.url, headers=dict(server.headers),
+                        tools=list(server.tools), timeout_ms=server.timeout_ms, on_crash=server.on_crash)
+
+
 def agent_to_pb(spec: AgentSpec) -> pb.AgentDef:
     out = pb.AgentDef(name=spec.name, does=spec.does, model=spec.model, soul=spec.soul,
                       tools=[tool_to_pb(t) for t in spec.tools], team=list(spec.team), wait_for=spec.wait_for,
-                      answer_link=spec.answer_link)
+                      answer_link=spec.answer_link,
+                      mcp_servers=[mcp_server_to_pb(s) for s in spec.mcp_servers])
     if spec.budget is not None:
         out.budget.CopyFrom(budget_to_pb(spec.budget))
     if spec.request_params:

@@ -93,6 +93,41 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class McpServer:
+    """An MCP server whose tools an agent gets, offered to the model as ``<name>__<tool>``.
+
+    ``url`` names a streamable-HTTP server (header values may hold ``${ENV}`` of names the daemon
+    allows); without it the daemon looks ``name`` up in its operator's ``--mcp-config`` file (the
+    only place a stdio server can be named). ``tools`` limits which of its tools are offered.
+    """
+
+    name: str
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    timeout_ms: int = 0
+    on_crash: str = "rerun"
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("an MCP server needs a name")
+        if self.on_crash not in ON_CRASH:
+            raise ValueError(f"mcp server {self.name!r}: on_crash must be one of {', '.join(ON_CRASH)}")
+        if self.timeout_ms < 0:
+            raise ValueError(f"mcp server {self.name!r}: timeout_ms must not be negative")
+        object.__setattr__(self, "tools", tuple(self.tools))
+
+    @classmethod
+    def of(cls, value: McpServer | str | Mapping[str, Any]) -> McpServer:
+        """An ``McpServer``, a bare name (from ``--mcp-config``) or a mapping of its fields."""
+        if isinstance(value, McpServer):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        return cls(**_known_keys(cls, value, "mcp server"))
+
+
+@dataclass(frozen=True)
 class Budget:
     """Per-handle limits; 0 = unset (docs/protocol.md §3)."""
 
@@ -146,16 +181,24 @@ class AgentSpec:
     request_params: JSON | None = None
     # its suspensions (of every tool) get Request.answer_url
     answer_link: bool = False
+    mcp_servers: tuple[McpServer, ...] = ()
 
 
 def agent(name: str, does: str = "", uses: Mapping[str, Iterable[Any]] | None = None, model: str = "inherit",
           soul: str = "", team: Iterable[str] = (), budget: Budget | Mapping[str, int] | None = None,
-          wait_for: bool = False, request_params: JSON | None = None, answer_link: bool = False) -> AgentSpec:
-    """Declare an agent; ``uses={"tools": [Tool, ...], "team": [names]}`` (or the team as ``team=``)."""
+          wait_for: bool = False, request_params: JSON | None = None, answer_link: bool = False,
+          mcp_servers: Iterable[McpServer | str | Mapping[str, Any]] = ()) -> AgentSpec:
+    """Declare an agent; ``uses={"tools": [Tool, ...], "team": [names], "mcp_servers": [McpServer, ...]}``
+    (or the team as ``team=``, the MCP servers as ``mcp_servers=``)."""
     uses = dict(uses or {})
-    unknown = sorted(set(uses) - {"tools", "team"})
+    unknown = sorted(set(uses) - {"tools", "team", "mcp_servers"})
     if unknown:
-        raise ValueError(f"agent {name!r}: uses takes 'tools' and 'team', not {', '.join(unknown)}")
+        raise ValueError(f"agent {name!r}: uses takes 'tools', 'team' and 'mcp_servers', "
+                         f"not {', '.join(unknown)}")
+    servers = tuple(McpServer.of(s) for s in [*uses.get("mcp_servers", ()), *mcp_servers])
+    names = [s.name for s in servers]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        raise ValueError(f"agent {name!r}: mcp server {dup!r} is named more than once")
     tools = tuple(uses.get("tools", ()))
     for tool in tools:
         if not isinstance(tool, Tool):
@@ -163,7 +206,7 @@ def agent(name: str, does: str = "", uses: Mapping[str, Iterable[Any]] | None = 
     members = tuple(dict.fromkeys([*uses.get("team", ()), *team]))
     return AgentSpec(name=name, does=does, model=model or "inherit", soul=soul, tools=tools, team=members,
                      budget=Budget.of(budget), wait_for=wait_for, request_params=request_params,
-                     answer_link=answer_link)
+                     answer_link=answer_link, mcp_servers=servers)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ const transport: Transport = async ({ body }) => ({
 export async function demo(target: string): Promise<string> {
   const rt = await Runtime.new({
     target,
-    registry: registry(agent('operator', { does: 'acts', uses: { tools: [secretAction, lookup, hook] }, budget: { maxTurns: 4 } })),
+    registry: registry(agent('operator', { does: 'acts', uses: { tools: [secretAction, lookup, hook] }, budget: { maxTurns: 4 } }),
+      agent('painter', { mcpServers: [{ name: 'paint', url: 'http://127.0.0.1:8765/mcp', tools: ['paint'], onCrash: 'ask' }, 'files'] })),
     transport,
     options: { toolTimeoutMs: 1000 },
   });

@@ -67,7 +67,7 @@ class ToolDef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., source: _Optional[str] = ..., http: _Optional[_Union[HttpConfig, _Mapping]] = ..., deadline_ms: _Optional[int] = ..., answer_link: _Optional[bool] = ..., on_crash: _Optional[str] = ...) -> None: ...
 
 class AgentDef(_message.Message):
-    __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for", "request_params", "answer_link")
+    __slots__ = ("name", "does", "model", "soul", "tools", "team", "budget", "wait_for", "request_params", "answer_link", "mcp_servers")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DOES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,7 @@ class AgentDef(_message.Message):
     WAIT_FOR_FIELD_NUMBER: _ClassVar[int]
     REQUEST_PARAMS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_LINK_FIELD_NUMBER: _ClassVar[int]
+    MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     does: str
     model: str
@@ -88,7 +89,31 @@ class AgentDef(_message.Message):
     wait_for: bool
     request_params: _struct_pb2.Struct
     answer_link: bool
-    def __init__(self, name: _Optional[str] = ..., does: _Optional[str] = ..., model: _Optional[str] = ..., soul: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDef, _Mapping]]] = ..., team: _Optional[_Iterable[str]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., wait_for: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., answer_link: _Optional[bool] = ...) -> None: ...
+    mcp_servers: _containers.RepeatedCompositeFieldContainer[McpServer]
+    def __init__(self, name: _Optional[str] = ..., does: _Optional[str] = ..., model: _Optional[str] = ..., soul: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolDef, _Mapping]]] = ..., team: _Optional[_Iterable[str]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., wait_for: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., answer_link: _Optional[bool] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ...) -> None: ...
+
+class McpServer(_message.Message):
+    __slots__ = ("name", "url", "headers", "tools", "timeout_ms", "on_crash")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_CRASH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    url: str
+    headers: _containers.ScalarMap[str, str]
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    on_crash: str
+    def __init__(self, name: _Optional[str] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., tools: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ..., on_crash: _Optional[str] = ...) -> None: ...
 
 class LlmConfig(_message.Message):
     __slots__ = ("style", "base_url", "model", "api_key_env", "headers", "retries", "timeout_ms", "stream", "request_params", "max_tokens")

@@ -1,0 +1,129 @@
+"""An MCP tool call's cost beside the same tool as a webhook (docs/mcp.md; goal: at most 1.5x).
+
+Both executors are the daemon's own (``McpExecutor``, ``WebhookExecutor``), driven in this process
+with the same ``ToolInvocation`` shape; both servers are subprocesses on 127.0.0.1 on the same
+stack (uvicorn + Starlette): ``examples/mcp_server.py``'s ``add`` over streamable HTTP, and a
+webhook app that adds the same way. The MCP session is reused across calls, as the daemon does.
+Calls alternate MCP, webhook, MCP, ... so load from other sessions falls on both; each repetition
+is the median latency of its calls, the ratio is taken per repetition, then the median.
+
+Run in the project's .venv (it needs mcp 2; bench/.venv holds the reference library's mcp 1):
+
+    .venv/bin/python -m bench.mcp_call [--calls 300] [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from toolnexus_daemon.model import HttpConfig, McpServer, McpTarget, ToolDef, ToolSource
+from toolnexus_daemon.tools.base import ToolInvocation
+from toolnexus_daemon.tools.mcp import McpExecutor
+from toolnexus_daemon.tools.webhook import WebhookExecutor
+
+ROOT = Path(__file__).resolve().parent.parent
+WEBHOOK_APP = """
+import sys, uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+async def add(request: Request) -> JSONResponse:
+    body = await request.json()
+    args = body["arguments"]
+    return JSONResponse({"output": str(args["a"] + args["b"])})
+
+uvicorn.run(Starlette(routes=[Route("/add", add, methods=["POST"])]), host="127.0.0.1",
+            port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(args: list[str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit(f"{args[0]} did not start")
+
+
+async def _time(executor: McpExecutor | WebhookExecutor, tool: ToolDef, i: int) -> float:
+    inv = ToolInvocation(runtime_id="bench", handle="root/a.1", call_id=f"bench/root/a.1/s{i}c0", tool=tool,
+                         arguments={"a": i, "b": 1})
+    start = time.perf_counter()
+    result = await executor.invoke(inv)
+    elapsed = time.perf_counter() - start
+    if result.is_error or result.output != str(i + 1):
+        raise SystemExit(f"{tool.name}: unexpected result {result.output!r}")
+    return elapsed
+
+
+async def measure(mcp_url: str, hook_url: str, calls: int, reps: int) -> dict[str, object]:
+    server = McpServer("bench", mcp_url)
+    mcp_tool = ToolDef("bench__add", source=ToolSource.MCP, mcp=McpTarget(server, "add"))
+    hook_tool = ToolDef("add", source=ToolSource.WEBHOOK, http=HttpConfig(url=hook_url))
+    mcp, hook = McpExecutor(), WebhookExecutor()
+    try:
+        for i in range(20):  # warm-up: the session, the connection pools, the servers' first requests
+            await _time(mcp, mcp_tool, i)
+            await _time(hook, hook_tool, i)
+        rows = []
+        for rep in range(reps):
+            m, w = [], []
+            for i in range(calls):
+                m.append(await _time(mcp, mcp_tool, rep * calls + i))
+                w.append(await _time(hook, hook_tool, rep * calls + i))
+            rows.append((statistics.median(m) * 1000, statistics.median(w) * 1000))
+    finally:
+        await mcp.aclose()
+        await hook.aclose()
+    ratios = [a / b for a, b in rows]
+    return {"mcp_ms": statistics.median(r[0] for r in rows),
+            "webhook_ms": statistics.median(r[1] for r in rows), "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "calls": calls, "reps": reps}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--json-response", action="store_true",
+                        help="the MCP server answers with JSON instead of an SSE stream")
+    ns = parser.parse_args()
+    mcp_port, hook_port = _port(), _port()
+    mcp_args = [str(ROOT / "examples" / "mcp_server.py"), "--port", str(mcp_port)]
+    servers = [_serve(mcp_args + (["--json-response"] if ns.json_response else []), mcp_port),
+               _serve(["-c", WEBHOOK_APP, str(hook_port)], hook_port)]
+    try:
+        out = asyncio.run(measure(f"http://127.0.0.1:{mcp_port}/mcp", f"http://127.0.0.1:{hook_port}/add",
+                                  ns.calls, ns.reps))
+    finally:
+        for proc in servers:
+            proc.kill()
+            proc.wait(10)
+    verdict = "met" if out["ratio"] <= 1.5 else "NOT met"  # type: ignore[operator]
+    print(f"MCP tool call {out['mcp_ms']:.2f} ms, webhook {out['webhook_ms']:.2f} ms (medians); "
+          f"ratio {out['ratio']:.2f} (per repetition {out['ratio_min']:.2f}-{out['ratio_max']:.2f}; "
+          f"{ns.reps} x {ns.calls} calls each); goal <= 1.5x {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
