@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -37,7 +38,9 @@ def test_the_call_id_goes_in_meta(daemon: DaemonProcess, mcp_server: McpServerPr
         )
         handle, result = s.run()
         meta = json.loads(result.text)
-        assert meta["toolnexus/call_id"] == f"{s.id}/{handle}/s1c0"
+        # the turn's tag (a new one per wake) between the handle and the step: docs/protocol.md §6
+        assert re.fullmatch(rf"{re.escape(s.id)}/{re.escape(handle)}/t[0-9a-f]{{12}}/s1c0",
+                            meta["toolnexus/call_id"]), meta
         assert [t["function"]["name"] for t in model.requests[0]["tools"]] == ["example__call_info"]
         s.close()
 

@@ -20,6 +20,8 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
     token.write_text("t")
     password = tmp_path / "pg-password"
     password.write_text("pw\n")
+    mcp_config = tmp_path / "mcp.json"
+    mcp_config.write_text('{"mcpServers": {}}')
     return {
         "TOOLNEXUS_LISTEN": ("127.0.0.1:7,unix:/tmp/x.sock", ("127.0.0.1:7", "unix:/tmp/x.sock")),
         "TOOLNEXUS_METRICS_LISTEN": ("127.0.0.1:9464", "127.0.0.1:9464"),
@@ -62,6 +64,7 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_OTLP_ENDPOINT": ("http://127.0.0.1:4318", "http://127.0.0.1:4318"),
         "TOOLNEXUS_OTEL_CAPTURE_CONTENT": ("on", True),
         "TOOLNEXUS_UI_LISTEN": ("8077", "127.0.0.1:8077"),
+        "TOOLNEXUS_MCP_CONFIG": (str(mcp_config), str(mcp_config)),
     }
 
 
@@ -96,6 +99,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_OTLP_ENDPOINT": s.tracing.endpoint,
         "TOOLNEXUS_OTEL_CAPTURE_CONTENT": s.tracing.capture_content,
         "TOOLNEXUS_UI_LISTEN": s.ui_listen,
+        "TOOLNEXUS_MCP_CONFIG": s.mcp_config and s.mcp_config.path,
     }[name]
 
 
