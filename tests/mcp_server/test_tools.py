@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 import mcp_types as types
@@ -137,9 +136,11 @@ async def test_a_daemon_stopping_under_an_open_question_exits_cleanly_and_keeps_
 
     calling = asyncio.ensure_future(call())
     await asyncio.wait_for(asked.wait(), 15)
-    started = time.monotonic()
-    code = await asyncio.to_thread(served.daemon.stop)
-    assert code == 0 and time.monotonic() - started < 10, served.daemon.logs()
+    # exits by itself (stop() kills it after its timeout, and the code is then not 0): the grace for
+    # in-flight calls, then the MCP sessions, whose writes to a client that does not read give up
+    # after a few seconds each; generous for a loaded machine
+    code = await asyncio.to_thread(served.daemon.stop, 30.0)
+    assert code == 0, served.daemon.logs()
     calling.cancel()
     with contextlib.suppress(BaseException):
         await calling
