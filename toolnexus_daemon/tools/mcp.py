@@ -5,7 +5,8 @@ paged); each becomes a ToolDef named ``<server>__<tool>`` (characters outside ``
 become ``_``, at most 64) that carries where it came from, so the registry stores what was listed
 and a restart resumes without listing again. A call is ``tools/call`` with the model's arguments
 and ``_meta.toolnexus/call_id`` (the call's action id: the same for every re-invocation of one
-call, so the server can deduplicate on it).
+call, so the server can deduplicate on it) and, when tracing is on, ``_meta.traceparent`` (the
+W3C trace context of the call's ``execute_tool`` span).
 
 An ``elicitation/create`` during the call suspends it durably (``mcp_elicit``): the executor
 returns the Request and keeps the call open on its session. When the answer comes, the engine
@@ -299,6 +300,8 @@ class McpExecutor:
         call = _OpenCall(inv.action_id, session)
         session.on_elicit = call.elicited
         meta = {"toolnexus/call_id": inv.action_id}
+        if inv.traceparent:  # the call's execute_tool span, when tracing is on (docs/observability.md)
+            meta["traceparent"] = inv.traceparent
         args = inv.arguments if isinstance(inv.arguments, dict) else {}
         call.task = asyncio.create_task(self._run(call, target.tool, args, meta))
         return call
