@@ -228,7 +228,13 @@ def _summary(store: Store, rid: str, seen: Visibility) -> pb.RuntimeSummary:
     created = float(rec.get("created_at") or 0.0)
     return pb.RuntimeSummary(runtime_id=rid, created_at=rfc3339(created) if created else "",
                              handles=census.states, pending=sum(n for n, _ in census.open.values()),
-                             keyed=bool(seen.key_of(rid)))
+                             keyed=bool(seen.key_of(rid)), version=_latest_version(rec))
+
+
+def _latest_version(rec: JSON) -> int:
+    """The runtime's latest registry version (1 for a runtime stored before versions)."""
+    meta = rec.get("version")
+    return int(meta.get("number") or 1) if isinstance(meta, dict) else 1
 
 
 def _runtime_token(rid: str) -> str:

@@ -28,6 +28,7 @@ from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID, EventType
 from ..relay import WorkerHub
 from . import convert, pending
+from . import versions as versions_api
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
@@ -160,7 +161,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         reg = registry_from(request, self.facts.limits)
         out = await self._engine.new(request.runtime_id, reg.agents, reg.llm, reg.options,
                                      request.runtime_key or presented_key(context))
-        return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached)
+        return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached,
+                              version=versions_api.version_to(out.version))
 
     @unary
     @forwarded
@@ -220,7 +222,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         check_wait_ms(request.wait_ms)
         check_prompt(self.facts.limits, request.prompt, "prompt")
         rt = await self._runtime(request.runtime_id, context)
-        woken = await rt.wake_for(request.handle, request.prompt, request.wait_ms)
+        woken = await rt.wake_for(request.handle, request.prompt, request.wait_ms, request.upgrade)
         response = pb.WakeResponse(queued=woken.queued)
         await self._settled_into(response.result, woken, rt)
         return response
@@ -258,7 +260,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         rt = await open_for_answer(self._engine, request.runtime_id, answer.id, request.handle, context)
         try:
             out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait,
-                                                      request.accept_changed_definition), rt)
+                                                      request.accept_changed_definition, request.upgrade), rt)
         except NotFound:
             self._resumed("unknown")
             raise
@@ -327,6 +329,13 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self._require_open()
         seen = pending.Visibility(self._engine.store, presented_key(context))
         return await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+
+    @unary
+    @forwarded
+    async def ListVersions(self, request: pb.ListVersionsRequest, context: Ctx) -> pb.ListVersionsResponse:
+        rt = await self._runtime(request.runtime_id, context)
+        await rt.durable()  # count what is on disk
+        return await asyncio.to_thread(versions_api.list_versions, rt)
 
     @streaming
     async def WatchPending(self, request: pb.WatchPendingRequest,

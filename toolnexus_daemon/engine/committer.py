@@ -111,6 +111,8 @@ def to_batch(runtime_id: str, change: Change, record: JSON | None) -> Batch:
         batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
     for req_id, entry in change.requests.items():
         batch.requests[(rid, req_id)] = entry.to_json()
+    for version_key, version in change.versions.items():
+        batch.versions[(rid, version_key)] = version
     for link_digest, row in change.links.items():
         batch.requests[(LINKS_RUNTIME, link_digest)] = row
     return batch

@@ -26,7 +26,7 @@ log = logging.getLogger("toolnexus_daemon.engine")
 def record(rt: RuntimeContext, h: Handle, tool_name: str) -> None:
     """Fingerprint what the answer will be fed to, in ``h``'s checkpoint (committed by the caller)."""
     assert h.cp is not None
-    h.cp.fingerprint = take(rt.agent_of(h), rt.llm, tool_name)
+    h.cp.fingerprint = take(rt.agent_of(h), rt.llm_of(h), tool_name)
 
 
 def found(rt: RuntimeContext, h: Handle) -> list[DefinitionChange]:

@@ -39,6 +39,7 @@ from .detached import run_to_end
 from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
+from .versions import RegistryVersion
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -57,6 +58,7 @@ class NewOutcome:
     runtime_id: str
     root: str
     reattached: bool
+    version: RegistryVersion
 
 
 class Engine:
@@ -232,6 +234,7 @@ class Engine:
     async def _forget(self, rt: Runtime) -> None:
         await rt.lifetime.stop()
         await rt.deps.model.aclose()
+        await rt.aclose_models()
 
     async def stop(self) -> None:
         """Stop running turns without changing their state (they continue on the next start, or in
@@ -248,6 +251,7 @@ class Engine:
                     log.warning("lease not released", extra={"runtime": rid, "error": str(exc)})
         for rt in list(self._runtimes.values()):
             await rt.deps.model.aclose()
+            await rt.aclose_models()
         retiring = list(self._retiring)
         for task in retiring:
             task.cancel()  # closes the retired transport now
@@ -287,7 +291,7 @@ class Engine:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, committer=self.committer, resolver=self._resolver,
                            observer=self._observe, limits=self.limits, guard=self._guard_for(fence),
-                           answer_base=self.answer_base)
+                           answer_base=self.answer_base, model_for=self._model_for)
 
     def _fenced(self, runtime_id: str, fence: Fence) -> None:
         self.fenced_commits += 1
@@ -297,9 +301,14 @@ class Engine:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
-        return Runtime(rid, agents, llm, options, self._deps(llm, fence),
-                       created_at=float(rec.get("created_at") or 0.0),
-                       key_digest=str(rec.get("key_digest") or ""))
+        created_at = float(rec.get("created_at") or 0.0)
+        meta = rec.get("version")
+        # a runtime stored before versions: its registry is version 1, written with its next record
+        version = (RegistryVersion.from_record({**meta, "agents": rec.get("agents"), "llm": rec.get("llm")})
+                   if isinstance(meta, dict) else None)
+        return Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=created_at,
+                       key_digest=str(rec.get("key_digest") or ""), version=version,
+                       version_stored=version is not None)
 
     # ------------------------------------------------------------------ verbs
 
@@ -332,13 +341,13 @@ class Engine:
                 self.check_key(existing, runtime_key)
                 await self._reattach(existing, agents, llm, options)
                 self.deadlines.track(existing.id)  # an agent back in the registry can be declined again
-                return NewOutcome(existing.id, ROOT_ID, True)
+                return NewOutcome(existing.id, ROOT_ID, True, existing.latest)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             rt = Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()
             self._runtimes[rid] = rt
-            return NewOutcome(rid, ROOT_ID, False)
+            return NewOutcome(rid, ROOT_ID, False, rt.latest)
 
     async def _claim_for_new(self, runtime_id: str, fresh: bool) -> Fence | None:
         """In a cluster, ``New`` for ``runtime_id`` runs on its owner: an existing runtime is opened
@@ -417,6 +426,7 @@ class Engine:
             self._runtimes.pop(rt.id, None)
             self.deadlines.forget(rt.id)
             await rt.deps.model.aclose()
+            await rt.aclose_models()
             if self.ownership is not None:
                 await self.ownership.release(rt.id)
 

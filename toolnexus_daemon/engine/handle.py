@@ -51,6 +51,8 @@ class Handle:
     escalating: bool = False
     # when the current durable suspension began (seconds since the epoch; 0 = not suspended)
     suspended_at: float = 0.0
+    # the registry version this handle runs (``versions``); 0 = the runtime's latest (not yet pinned)
+    version: int = 0
     # kept in its own table, loaded with the handle
     cp: Checkpoint | None = field(default=None, repr=False)
     # child ids in spawn order once read (None: not yet); see ``children``
@@ -76,6 +78,7 @@ class Handle:
             "budget": self.budget.to_json(), "spawned_at": self.spawned_at,
             "tool_calls": self.tool_calls, "wake_queue": [list(q) for q in self.wake_queue],
             "escalating": self.escalating, "suspended_at": self.suspended_at,
+            "version": self.version,
         }
 
     @classmethod
@@ -94,6 +97,8 @@ class Handle:
             spawned_at=float(d.get("spawned_at") or 0.0), tool_calls=int(d.get("tool_calls") or 0),
             wake_queue=[list(q) for q in d.get("wake_queue") or []], escalating=bool(d.get("escalating")),
             suspended_at=float(d.get("suspended_at") or 0.0),
+            # a handle stored before versions runs the registry its runtime had then: version 1
+            version=int(d.get("version") or 1),
         )
 
     @property

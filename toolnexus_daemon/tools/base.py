@@ -24,6 +24,10 @@ class ToolInvocation:
     answer: Answer | None = None
     # source native: how long to wait for a connected worker to take the call
     take_timeout_ms: int = 30_000
+    # the registry version of the calling handle, and whether it is the runtime's latest: a native
+    # call goes to a worker that serves that version (docs/versions.md)
+    version: int = 0
+    latest: bool = True
 
     @property
     def action_id(self) -> str:

@@ -33,6 +33,7 @@ from ._types import (
     TaskResult,
     ToolResult,
     Usage,
+    VersionUse,
     Woken,
 )
 
@@ -120,7 +121,14 @@ def snapshot_from_pb(message: pb.HandleSnapshot) -> HandleSnapshot:
         usage_total=message.usage_total, turns_total=message.turns_total,
         pending=_optional_request(message, "pending"), inbox=inbox, task_key=message.task_key,
         usage=usage, depth=message.depth, usage_estimated=message.usage_estimated,
-        definition_changed=tuple(definition_change_from_pb(c) for c in message.definition_changed))
+        definition_changed=tuple(definition_change_from_pb(c) for c in message.definition_changed),
+        version=message.version)
+
+
+def version_use_from_pb(message: pb.VersionUse) -> VersionUse:
+    v = message.version
+    return VersionUse(number=v.number, digest=v.digest, created_at=v.created_at, handles=message.handles,
+                      latest=message.latest)
 
 
 def definition_change_from_pb(message: pb.DefinitionChange) -> DefinitionChange:

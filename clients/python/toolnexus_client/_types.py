@@ -192,6 +192,20 @@ class HandleSnapshot:
     depth: int = 0
     usage_estimated: bool = False
     definition_changed: tuple[DefinitionChange, ...] = ()
+    # the registry version this handle runs
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class VersionUse:
+    """One registry version of a runtime (``Runtime.versions``): its number, the sha256 of its
+    registry, when a New made it, how many handles are pinned to it, and whether it is the latest."""
+
+    number: int
+    digest: str
+    created_at: str
+    handles: int
+    latest: bool
 
 
 @dataclass(frozen=True)
