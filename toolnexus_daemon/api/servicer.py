@@ -328,7 +328,10 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def ListRuntimes(self, request: pb.ListRuntimesRequest, context: Ctx) -> pb.ListRuntimesResponse:
         self._require_open()
         seen = pending.Visibility(self._engine.store, presented_key(context))
-        return await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+        out = await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+        for summary in out.runtimes:  # native calls waiting here for a worker of their version
+            summary.versions_without_worker.extend(self._hub.versions_waiting(summary.runtime_id))
+        return out
 
     @unary
     @forwarded

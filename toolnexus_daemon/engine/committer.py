@@ -378,6 +378,7 @@ def _merge(into: Batch, later: Batch) -> None:
     into.messages += later.messages
     into.checkpoints.update(later.checkpoints)
     into.requests.update(later.requests)
+    into.versions.update(later.versions)
     into.events += later.events
     into.drop_events += later.drop_events
     into.fences += later.fences

@@ -90,4 +90,5 @@ class TimedStore:
 
 def batch_records(batch: Batch) -> int:
     return (len(batch.runtimes) + len(batch.handles) + len(batch.messages) + len(batch.truncate)
-            + len(batch.checkpoints) + len(batch.requests) + len(batch.events) + len(batch.purge))
+            + len(batch.checkpoints) + len(batch.requests) + len(batch.versions) + len(batch.events)
+            + len(batch.purge))

@@ -49,13 +49,16 @@ class PendingPage:
 @dataclass(frozen=True)
 class RuntimeSummary:
     """A runtime as ``list_runtimes`` shows it: handle counts by state (root excluded) and open
-    suspensions; ``keyed`` when it is protected by a runtime key."""
+    suspensions; ``keyed`` when it is protected by a runtime key; its latest registry ``version``
+    and the versions whose native calls wait for a worker (``versions_without_worker``)."""
 
     runtime_id: str
     created_at: str = ""
     handles: dict[str, int] = field(default_factory=dict)
     pending: int = 0
     keyed: bool = False
+    version: int = 0
+    versions_without_worker: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,9 @@ def pending_page_from_pb(reply: pb.ListPendingResponse) -> PendingPage:
 
 def summary_from_pb(message: pb.RuntimeSummary) -> RuntimeSummary:
     return RuntimeSummary(runtime_id=message.runtime_id, created_at=message.created_at,
-                          handles=dict(message.handles), pending=message.pending, keyed=message.keyed)
+                          handles=dict(message.handles), pending=message.pending, keyed=message.keyed,
+                          version=message.version,
+                          versions_without_worker=tuple(message.versions_without_worker))
 
 
 def runtime_page_from_pb(reply: pb.ListRuntimesResponse) -> RuntimePage:
