@@ -126,7 +126,8 @@ def test_a_parked_approval_finishes_on_its_own_version_after_three_redeploys_and
         with Runtime.serve(proc.target, build(1), runtime_id=rid, versions=[1]) as old:
             assert old.snapshot(handle).version == 1
             out = old.resume({"id": req, "ok": True})
-            assert out.result is not None and (out.result.status, out.result.text) == ("done", "charged by v1")
+            assert out.result is not None
+            assert (out.result.status, out.result.text) == ("done", "charged by v1")
             assert old.snapshot(handle).version == 1
         bodies = model.requests[seen:]
         assert bodies and souls(bodies) == ["Soul v1"] * len(bodies)

@@ -97,6 +97,8 @@ class Engine:
         self.stopping = False
         # transports replaced by a reattach, closed once no call of theirs can still be in flight
         self._retiring: set[asyncio.Task[None]] = set()
+        # sweeps of unused registry versions, started after a New (docs/versions.md)
+        self._sweeping: set[asyncio.Task[None]] = set()
         # declines the suspensions whose expires_at passed (docs/protocol.md §10)
         self.deadlines = Deadlines(store, clock, self._runtimes.get)
 
@@ -241,6 +243,10 @@ class Engine:
         a cluster on the daemon that takes each runtime: its lease is released once it is stopped)."""
         self.stopping = True
         await self.deadlines.stop()
+        sweeping = list(self._sweeping)
+        for task in sweeping:
+            task.cancel()
+        await asyncio.gather(*sweeping, return_exceptions=True)
         for rt in list(self._runtimes.values()):
             await rt.lifetime.stop()
         if self.ownership is not None:
@@ -341,6 +347,7 @@ class Engine:
                 self.check_key(existing, runtime_key)
                 await self._reattach(existing, agents, llm, options)
                 self.deadlines.track(existing.id)  # an agent back in the registry can be declined again
+                self._sweep(existing)
                 return NewOutcome(existing.id, ROOT_ID, True, existing.latest)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             rt = Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=self.clock.now(),
@@ -375,6 +382,22 @@ class Engine:
         await rt.commit_record(old_agents, old_llm)
         if model is not old_model:
             self._retire(old_model, old_llm.timeout_ms / 1000 + RETIRE_SLACK_S)
+
+    def _sweep(self, rt: Runtime) -> None:
+        """Delete the registry versions nobody used for their grace, in the background (best effort:
+        a failed sweep is logged; the next New sweeps again)."""
+        async def sweep() -> None:
+            try:
+                gone = await rt.sweep_versions()
+            except (StoreError, DataLoss) as exc:
+                log.warning("unused registry versions not swept", extra={"runtime": rt.id, "error": str(exc)})
+                return
+            if gone:
+                log.info("unused registry versions deleted", extra={"runtime": rt.id, "versions": gone})
+
+        task = asyncio.create_task(sweep())
+        self._sweeping.add(task)
+        task.add_done_callback(self._sweeping.discard)
 
     def _retire(self, model: ModelTransport, after_s: float) -> None:
         async def close_later() -> None:

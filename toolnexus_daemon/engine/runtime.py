@@ -206,6 +206,32 @@ class Runtime:
             found[number] = self._versions[number]
         return [found[n] for n in sorted(found)]
 
+    async def sweep_versions(self) -> list[int]:
+        """Delete the versions that are not the latest and that no handle used for
+        ``version_grace_ms`` (marking newly unused ones); returns the numbers deleted.
+
+        Reads every handle record once (off the event loop): it runs after a New, never per call.
+        A version unused now stays unused — a handle only ever moves to the latest, and a spawn
+        takes its parent's version, which the parent still holds."""
+        used = await asyncio.to_thread(self._versions_in_use)
+        used |= {h.version or self.version for h in self.handles.loaded()}
+        records = await asyncio.to_thread(self.deps.store.versions, self.id)
+        plan = versions.sweep_plan(records, used, self.version, self.deps.clock.now(),
+                                   self.options.version_grace_ms / 1000)
+        if not plan:
+            return []
+        await self.commit(Change(versions=plan))
+        gone = [int(key) for key, rec in plan.items() if rec is None]
+        for number in gone:
+            self._versions.pop(number, None)
+            model = self._models.pop(number, None)
+            if model is not None:
+                await model.aclose()
+        return gone
+
+    def _versions_in_use(self) -> set[int]:
+        return {int(rec.get("version") or 1) for rec in self.deps.store.handles(self.id)}
+
     async def aclose_models(self) -> None:
         models, self._models = list(self._models.values()), {}
         for model in models:

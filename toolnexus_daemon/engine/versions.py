@@ -62,3 +62,23 @@ def digest(agents: Sequence[AgentDef], llm: LlmConfig) -> str:
 def key_of(number: int) -> str:
     """The store key of version ``number``."""
     return f"{number:0{KEY_DIGITS}d}"
+
+
+def sweep_plan(records: Sequence[JSON], used: set[int], latest: int, now: float,
+               grace_s: float) -> dict[str, JSON | None]:
+    """What a sweep writes: an unused version (not the latest, no handle pinned to it) is marked
+    ``unused_since`` now, and deleted (None) once marked ``grace_s`` ago; a used one loses its mark.
+
+    The mark is stored, so the grace survives restarts and runs on whichever daemon sweeps next."""
+    out: dict[str, JSON | None] = {}
+    for rec in records:
+        number = int(rec.get("number") or 0)
+        since = float(rec.get("unused_since") or 0.0)
+        if number == latest or number in used:
+            if since:
+                out[key_of(number)] = {k: v for k, v in rec.items() if k != "unused_since"}
+        elif not since:
+            out[key_of(number)] = {**rec, "unused_since": now}
+        elif now - since >= grace_s:
+            out[key_of(number)] = None
+    return out
