@@ -13,12 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from tests.e2e.test_cluster import running
 from tests.e2e.test_crash_reattach import free_port
 from tests.support.daemon import DaemonProcess
+from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_client import (
     Context,
     Daemon,
@@ -27,10 +29,14 @@ from toolnexus_client import (
     Runtime,
     Tool,
     ToolResult,
+    Unavailable,
     agent,
     registry,
 )
 from toolnexus_devtools import ScriptedModelServer
+
+__all__ = ["pg_dsn", "pg_server"]
+T = TypeVar("T")
 
 AGENT = "cashier"
 SCHEMAS: dict[int, dict[str, Any]] = {
@@ -199,3 +205,34 @@ def test_a_call_of_a_version_no_worker_serves_waits_is_announced_and_served_by_i
         with Runtime.serve(shared.target, build(1), runtime_id=rid, versions=[1]):
             result = v2.wait(handle, timeout=30)
         assert (result.status, result.text) == ("done", "charged by v1")
+
+
+def _retried(call: Callable[[], T], deadline_s: float = 30.0) -> T:
+    """A call a client retries on UNAVAILABLE (the owner died; another daemon takes its runtime)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return call()
+        except Unavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_through_another_daemon_of_a_cluster_the_run_finishes_on_its_version(
+        pg_dsn: str, tmp_path: Path, model: ScriptedModelServer) -> None:
+    """Parked through daemon A, redeployed through B (forwarded to A), A killed -9: B takes the
+    runtime over, reads version 1 from the shared database and finishes the run on it."""
+    with running(("a", "b"), pg_dsn, tmp_path) as nodes:
+        a, b = nodes["a"].proc, nodes["b"].proc
+        rid, handle, req, _ = park(a.target, model, build(1))
+        for n, reg in ((2, build(2)), (3, build(3, with_charge=False))):
+            with deploy(b.target, model, reg, rid) as again:
+                assert again.version == n
+        a.kill9()
+        seen = len(model.requests)
+        with _retried(lambda: Runtime.serve(b.target, build(1), runtime_id=rid, versions=[1])) as old:
+            out = _retried(lambda: old.resume({"id": req, "ok": True}))
+            assert out.result is not None and out.result.text == "charged by v1"
+            assert [(v.number, v.latest) for v in old.versions()] == [(1, False), (2, False), (3, True)]
+        assert set(souls(model.requests[seen:])) == {"Soul v1"}
