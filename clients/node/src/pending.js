@@ -25,7 +25,7 @@ export function pendingItemFromPb(m) {
 
 export function runtimeSummaryFromPb(m) {
   return { runtimeId: m.runtime_id, createdAt: m.created_at, handles: { ...m.handles }, pending: m.pending,
-    keyed: m.keyed };
+    keyed: m.keyed, version: m.version, versionsWithoutWorker: [...(m.versions_without_worker ?? [])] };
 }
 
 export function pendingChangeFromPb(m) {
