@@ -10,6 +10,7 @@ serve. Runs on LMDB, and on PostgreSQL with ``TOOLNEXUS_TEST_STORE=postgres``.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from toolnexus_client import (
     ToolResult,
     Unavailable,
     agent,
+    aio,
     registry,
 )
 from toolnexus_devtools import ScriptedModelServer
@@ -201,6 +203,8 @@ def test_a_call_of_a_version_no_worker_serves_waits_is_announced_and_served_by_i
                     break
                 time.sleep(0.05)
             assert summary.version == 2 and summary.versions_without_worker == (1,)
+        info = v2.info()
+        assert (info.runtime_version, info.versions_without_worker) == (2, (1,))
         assert v2.snapshot(handle).state == "running"  # waiting for a worker of version 1
         with Runtime.serve(shared.target, build(1), runtime_id=rid, versions=[1]):
             result = v2.wait(handle, timeout=30)
@@ -236,3 +240,26 @@ def test_through_another_daemon_of_a_cluster_the_run_finishes_on_its_version(
             assert out.result is not None and out.result.text == "charged by v1"
             assert [(v.number, v.latest) for v in old.versions()] == [(1, False), (2, False), (3, True)]
         assert set(souls(model.requests[seen:])) == {"Soul v1"}
+
+
+def test_the_asyncio_client_serves_an_old_version_and_lists_versions(
+        shared: DaemonProcess, model: ScriptedModelServer) -> None:
+    rid, handle, req, _ = park(shared.target, model, build(1))
+
+    async def scenario() -> None:
+        latest = await aio.Runtime.new(target=shared.target, registry=build(2, with_charge=False),
+                                       llm=llm_of(model), runtime_id=rid)
+        old = await aio.Runtime.serve(shared.target, build(1), runtime_id=rid, versions=[1])
+        try:
+            assert latest.version == 2
+            with pytest.raises(FailedPrecondition, match='tool "charge" was removed'):
+                await latest.resume({"id": req, "ok": True}, upgrade=True)
+            out = await latest.resume({"id": req, "ok": True})
+            assert out.result is not None and out.result.text == "charged by v1"
+            assert [(v.number, v.handles) for v in await latest.versions()] == [(1, 1), (2, 0)]
+            assert (await latest.snapshot(handle)).version == 1
+        finally:
+            await old.detach()
+            await latest.detach()
+
+    asyncio.run(scenario())

@@ -192,10 +192,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     @forwarded
     async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
         self._require_open()
-        options = (await self._runtime(request.runtime_id, context)).options if request.runtime_id else None
+        rt = await self._runtime(request.runtime_id, context) if request.runtime_id else None
         live = self.facts.live_nodes
         nodes = cluster_nodes(await asyncio.to_thread(live)) if live is not None else None
-        return info_response(self._engine, self.facts, options, nodes)
+        out = info_response(self._engine, self.facts, rt.options if rt is not None else None, nodes)
+        if rt is not None:  # which versions' native calls wait here for a worker (docs/versions.md)
+            out.runtime_version = rt.version
+            out.versions_without_worker.extend(self._hub.versions_waiting(rt.id))
+        return out
 
     # ------------------------------------------------------------------ handles
 

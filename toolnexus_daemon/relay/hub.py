@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .messages import Incoming, ModelCallOut, Outgoing, ToolCallOut
+
+log = logging.getLogger("toolnexus_daemon.relay")
 
 
 class NoWorker(Exception):
@@ -153,6 +156,10 @@ class WorkerHub:
         self._calls[out.call_id] = call
         try:
             self._assign(call)
+            if call.assigned is None and isinstance(out, ToolCallOut) and not out.latest:
+                # announced here and in Info / ListRuntimes (``versions_waiting``) until one connects
+                log.warning("a native call waits for a worker serving its registry version", extra={
+                    "runtime": runtime_id, "tool": out.tool, "version": out.version, "handle": out.handle})
             while not call.reply.done():
                 await self._await_taken(call, take_timeout)
                 if not call.lost and not call.reply.done():

@@ -145,6 +145,8 @@ export function infoFromPb(m) {
     listen: [...(m.listen ?? [])],
     config: { ...(m.config ?? {}) },
     metricsAddress: m.metrics_address ?? '',
+    runtimeVersion: m.runtime_version ?? 0,
+    versionsWithoutWorker: [...(m.versions_without_worker ?? [])],
   };
 }
 

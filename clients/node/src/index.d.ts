@@ -186,6 +186,10 @@ export interface Info {
   limits: Record<string, number>;
   runtimes: number;
   formatVersion: string;
+  /** Asked for a runtime (`runtime.info()`): its latest registry version. */
+  runtimeVersion: number;
+  /** Asked for a runtime: the registry versions whose native calls wait for a worker serving them. */
+  versionsWithoutWorker: number[];
   /** The addresses the daemon listens on, ports resolved. */
   listen: string[];
   /** The effective configuration by flag name; secrets read "<redacted>". */

@@ -157,7 +157,9 @@ def resume_from_pb(message: pb.ResumeResponse) -> ResumeResult:
 def info_from_pb(message: pb.InfoResponse) -> Info:
     return Info(version=message.version, store_path=message.store_path,
                 store_size_bytes=message.store_size_bytes, limits=dict(message.limits),
-                runtimes=message.runtimes, format_version=message.format_version)
+                runtimes=message.runtimes, format_version=message.format_version,
+                runtime_version=message.runtime_version,
+                versions_without_worker=tuple(message.versions_without_worker))
 
 
 def inbox_item_to_pb(sender: str, channel: str, text: str) -> pb.InboxItem:

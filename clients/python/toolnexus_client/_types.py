@@ -255,6 +255,9 @@ class Info:
     limits: dict[str, int]
     runtimes: int
     format_version: str
+    # with a runtime: its latest registry version, and the versions whose native calls wait for a worker
+    runtime_version: int = 0
+    versions_without_worker: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -519,7 +519,7 @@ class InfoRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address", "node", "advertise", "cluster")
+    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address", "node", "advertise", "cluster", "versions_without_worker", "runtime_version")
     class LimitsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -546,6 +546,8 @@ class InfoResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     ADVERTISE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_WITHOUT_WORKER_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_path: str
     store_size_bytes: int
@@ -558,7 +560,9 @@ class InfoResponse(_message.Message):
     node: str
     advertise: str
     cluster: _containers.RepeatedCompositeFieldContainer[ClusterNode]
-    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ..., node: _Optional[str] = ..., advertise: _Optional[str] = ..., cluster: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ...) -> None: ...
+    versions_without_worker: _containers.RepeatedScalarFieldContainer[int]
+    runtime_version: int
+    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ..., node: _Optional[str] = ..., advertise: _Optional[str] = ..., cluster: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ..., versions_without_worker: _Optional[_Iterable[int]] = ..., runtime_version: _Optional[int] = ...) -> None: ...
 
 class ListPendingRequest(_message.Message):
     __slots__ = ("runtime_id", "kind", "min_age_ms", "max_age_ms", "page_size", "page_token")

@@ -32,6 +32,7 @@ from .._types import (
     PostResult,
     ResumeResult,
     TaskResult,
+    VersionUse,
     Woken,
 )
 from ..errors import from_rpc_error
@@ -85,13 +86,42 @@ class Runtime:
             reply = await _invoke(pb_grpc.AgentRuntimeStub(channel).New, request, metadata, None)
             dispatcher = Dispatcher(reply.runtime_id, registry.native_tools(), transport, wait_for)
             worker = await _start_worker(channel, dispatcher, metadata, worker_id, connect_timeout,
-                                  worker_versions)
+                                         worker_versions)
         except BaseException:
             await channel.close()
             raise
         made = cls(channel, reply.runtime_id, reply.root, reply.reattached, metadata, worker)
         made.version = int(reply.version.number)
         return made
+
+    @classmethod
+    async def serve(cls, target: str | None = None, registry: Registry | None = None, *, runtime_id: str,
+                    versions: Sequence[int], transport: AsyncTransport | None = None,
+                    token: str | None = None, runtime_key: str | None = None,
+                    credentials: grpc.ChannelCredentials | None = None, worker_id: str | None = None,
+                    connect_timeout: float = 10.0) -> Runtime:
+        """Serve the native tools of ``registry`` for the registry ``versions`` of an existing runtime,
+        without a New (which would make ``registry`` the latest version): an app's older build keeps
+        serving the handles still pinned to its version while a newer build serves the latest."""
+        if registry is None:
+            raise ValueError("Runtime.serve needs the registry whose tools it serves")
+        if not versions:
+            raise ValueError("Runtime.serve needs the registry versions it serves (Runtime.version of the "
+                             "New that deployed them)")
+        metadata = common.call_metadata(common.resolve_token(token), runtime_key)
+        channel = _open_channel(common.resolve_target(target), credentials)
+        try:
+            dispatcher = Dispatcher(runtime_id, registry.native_tools(), transport, None)
+            worker = await _start_worker(channel, dispatcher, metadata, worker_id, connect_timeout, versions)
+        except BaseException:
+            await channel.close()
+            raise
+        return cls(channel, runtime_id, "root", True, metadata, worker)
+
+    async def versions(self) -> builtins.list[VersionUse]:
+        """The runtime's registry versions, oldest first, with how many handles each holds."""
+        reply = await self._rpc(self._stub.ListVersions, pb.ListVersionsRequest(runtime_id=self.id))
+        return [convert.version_use_from_pb(v) for v in reply.versions]
 
     # ------------------------------------------------------------ verbs
 
