@@ -93,17 +93,23 @@ async def test_a_runtime_stored_before_versions_loads_as_version_1() -> None:
 
 async def test_the_sweep_keeps_every_version_in_use_and_deletes_the_others_after_their_grace(
         bench: Bench) -> None:
-    rt = await new_runtime(bench, "gc", A, version_grace_ms=60_000)
-    kept = await rt.spawn(ROOT_ID, "a")  # pinned to 1
-    for n in (2, 3, 4):
-        await bench.engine.new("gc", [replace(A, soul=f"v{n}")], LLM, RuntimeOptions(version_grace_ms=60_000))
+    options = RuntimeOptions(version_grace_ms=60_000)
+    rt = await new_runtime(bench, "gc", A, version_grace_ms=60_000)  # version 1: only root, which holds none
+    await bench.engine.new("gc", [replace(A, soul="v2")], LLM, options)
+    kept = await rt.spawn(ROOT_ID, "a")  # pinned to 2
+    for n in (3, 4, 5):
+        await bench.engine.new("gc", [replace(A, soul=f"v{n}")], LLM, options)
     await _swept(bench)
-    assert _numbers(bench.store, "gc") == [1, 2, 3, 4]  # 2 and 3 are only marked: their grace runs
+    assert _numbers(bench.store, "gc") == [1, 2, 3, 4, 5]  # swept once a minute at most; 1 marked
     bench.clock.advance(61)
-    await bench.engine.new("gc", [replace(A, soul="v4")], LLM, RuntimeOptions(version_grace_ms=60_000))
+    await bench.engine.new("gc", [replace(A, soul="v5")], LLM, options)
     await _swept(bench)
-    assert _numbers(bench.store, "gc") == [1, 4]
-    assert rt.agent_of(rt.snapshot(kept.id)).soul == "soul a"
+    assert _numbers(bench.store, "gc") == [2, 3, 4, 5]  # 1's grace ran out; 3 and 4 are marked now
+    bench.clock.advance(61)
+    await bench.engine.new("gc", [replace(A, soul="v5")], LLM, options)
+    await _swept(bench)
+    assert _numbers(bench.store, "gc") == [2, 5]
+    assert rt.agent_of(rt.snapshot(kept.id)).soul == "v2"
     await rt.close(kept.id)  # a closed handle still holds its version: it can be read, not woken
     await rt.purge()
     assert bench.store.versions("gc") == []

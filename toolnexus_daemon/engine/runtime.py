@@ -72,6 +72,8 @@ log = logging.getLogger("toolnexus_daemon.engine")
 MAX_SEQ = 2**63
 # how many times ``settle_commits`` waits for changes queued while it waited
 SETTLE_ROUNDS = 100
+# the most often a runtime's unused registry versions are swept (each sweep reads every handle)
+SWEEP_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,8 @@ class Runtime:
         self._unstored: set[int] = set() if version_stored else {latest.number}
         # model transports of older versions whose LLM config differs from the latest's
         self._models: dict[int, ModelTransport] = {}
+        # when unused versions were last swept (``sweep_versions``); None: not yet
+        self._swept_at: float | None = None
 
     # ------------------------------------------------------------------ records
 
@@ -210,14 +214,21 @@ class Runtime:
         """Delete the versions that are not the latest and that no handle used for
         ``version_grace_ms`` (marking newly unused ones); returns the numbers deleted.
 
-        Reads every handle record once (off the event loop): it runs after a New, never per call.
+        Reads every handle record once (off the event loop), after a New, at most once a minute (or
+        once a grace when shorter), and only when a version other than the latest is stored.
         A version unused now stays unused — a handle only ever moves to the latest, and a spawn
         takes its parent's version, which the parent still holds."""
-        used = await asyncio.to_thread(self._versions_in_use)
-        used |= {h.version or self.version for h in self.handles.loaded()}
+        now = self.deps.clock.now()
+        grace_s = self.options.version_grace_ms / 1000
+        if self._swept_at is not None and now - self._swept_at < min(SWEEP_EVERY_S, grace_s):
+            return []
+        self._swept_at = now
         records = await asyncio.to_thread(self.deps.store.versions, self.id)
-        plan = versions.sweep_plan(records, used, self.version, self.deps.clock.now(),
-                                   self.options.version_grace_ms / 1000)
+        if all(int(r.get("number") or 0) == self.version for r in records):
+            return []  # only the latest is stored: nothing to look at, no handle read
+        used = await asyncio.to_thread(self._versions_in_use)
+        used |= {h.version or self.version for h in self.handles.loaded() if h.id != ROOT_ID}
+        plan = versions.sweep_plan(records, used, self.version, now, grace_s)
         if not plan:
             return []
         await self.commit(Change(versions=plan))
@@ -230,7 +241,9 @@ class Runtime:
         return gone
 
     def _versions_in_use(self) -> set[int]:
-        return {int(rec.get("version") or 1) for rec in self.deps.store.handles(self.id)}
+        """The versions the stored handles run (root runs no agent: it holds none)."""
+        return {int(rec.get("version") or 1) for rec in self.deps.store.handles(self.id)
+                if rec.get("id") != ROOT_ID}
 
     async def aclose_models(self) -> None:
         models, self._models = list(self._models.values()), {}
