@@ -53,6 +53,7 @@ async def _suspended(bench: Bench, rid: str = "d1") -> tuple[Runtime, str, str]:
 
 async def _reattach(bench: Bench, rt: Runtime, *agents: AgentDef) -> None:
     await bench.engine.new(rt.id, list(agents), LLM, rt.options)
+    await bench.engine.settle_background()  # the reattach events are written after New returns
 
 
 async def test_a_durable_suspension_fingerprints_tool_schema_soul_and_model(bench: Bench) -> None:
@@ -168,6 +169,7 @@ async def test_an_unreadable_handle_scan_costs_the_events_not_the_reattach() -> 
         assert pending is not None
         engine_out = await engine.new("u1", [cashier(V2)], LLM, RuntimeOptions())
         assert engine_out.reattached
+        await engine.settle_background()
         # the handle is in memory: its event is still written, and Resume still refuses
         assert [e.type for e in store.events("u1", 0, 1000)].count(EventType.REATTACH) == 1
         with pytest.raises(FailedPrecondition):

@@ -3,7 +3,6 @@ pinned to, runtimes stored before versions, and the sweep of versions nobody use
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
 from toolnexus_daemon.clock import ManualClock
@@ -97,9 +96,10 @@ async def test_the_sweep_keeps_every_version_in_use_and_deletes_the_others_after
     rt = await new_runtime(bench, "gc", A, version_grace_ms=60_000)  # version 1: only root, which holds none
     await bench.engine.new("gc", [replace(A, soul="v2")], LLM, options)
     kept = await rt.spawn(ROOT_ID, "a")  # pinned to 2
+    await _swept(bench)
     for n in (3, 4, 5):
         await bench.engine.new("gc", [replace(A, soul=f"v{n}")], LLM, options)
-    await _swept(bench)
+        await _swept(bench)
     assert _numbers(bench.store, "gc") == [1, 2, 3, 4, 5]  # swept once a minute at most; 1 marked
     bench.clock.advance(61)
     await bench.engine.new("gc", [replace(A, soul="v5")], LLM, options)
@@ -138,7 +138,4 @@ async def new_runtime_on(engine: Engine, rid: str, *agents: AgentDef) -> Runtime
 
 
 async def _swept(bench: Bench) -> None:
-    for _ in range(50):
-        await asyncio.sleep(0.01)
-        if not bench.engine._sweeping:  # noqa: SLF001 - the sweep runs in the background
-            return
+    await bench.engine.settle_background()  # the sweep runs after New returned

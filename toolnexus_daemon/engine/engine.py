@@ -13,8 +13,9 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..bounds import PeerLimits
 from ..clock import Clock
@@ -97,7 +98,8 @@ class Engine:
         self.stopping = False
         # transports replaced by a reattach, closed once no call of theirs can still be in flight
         self._retiring: set[asyncio.Task[None]] = set()
-        # sweeps of unused registry versions, started after a New (docs/versions.md)
+        # after a New: the sweep of unused registry versions (docs/versions.md) and the ``reattach``
+        # events of the suspended handles the new registry differs for (docs/protocol.md §11)
         self._sweeping: set[asyncio.Task[None]] = set()
         # declines the suspensions whose expires_at passed (docs/protocol.md §10)
         self.deadlines = Deadlines(store, clock, self._runtimes.get)
@@ -379,9 +381,33 @@ class Engine:
         old_model, old_llm, old_agents = rt.deps.model, rt.llm, rt.agents
         model = old_model if llm == old_llm else self._model_for(llm)
         rt.replace_registry(agents, llm, options, model)
-        await rt.commit_record(old_agents, old_llm)
+        await rt.commit_record()
+        self._report(rt, old_agents, old_llm)
         if model is not old_model:
             self._retire(old_model, old_llm.timeout_ms / 1000 + RETIRE_SLACK_S)
+
+    def _report(self, rt: Runtime, before: Mapping[str, AgentDef], before_llm: LlmConfig) -> None:
+        """The ``reattach`` events of a New, written in the background: a deploy answers at once at
+        any number of parked handles (best effort: the events are a report)."""
+        after, after_llm = dict(rt.agents), rt.llm
+
+        async def report() -> None:
+            try:
+                await rt.report_reattach(before, before_llm, after, after_llm)
+            except StoreError as exc:
+                log.warning("reattach events not written", extra={"runtime": rt.id, "error": str(exc)})
+
+        self._background(report())
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._sweeping.add(task)
+        task.add_done_callback(self._sweeping.discard)
+
+    async def settle_background(self) -> None:
+        """Wait for the work a New left running (tests, and a clean stop)."""
+        while self._sweeping:
+            await asyncio.gather(*list(self._sweeping), return_exceptions=True)
 
     def _sweep(self, rt: Runtime) -> None:
         """Delete the registry versions nobody used for their grace, in the background (best effort:
@@ -395,9 +421,7 @@ class Engine:
             if gone:
                 log.info("unused registry versions deleted", extra={"runtime": rt.id, "versions": gone})
 
-        task = asyncio.create_task(sweep())
-        self._sweeping.add(task)
-        task.add_done_callback(self._sweeping.discard)
+        self._background(sweep())
 
     def _retire(self, model: ModelTransport, after_s: float) -> None:
         async def close_later() -> None:

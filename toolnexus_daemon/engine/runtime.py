@@ -472,14 +472,16 @@ class Runtime:
         self.bus.publish([Event(seq=0, runtime_id=self.id, handle=h.id, type=EventType.TEXT,
                                 at=rfc3339(self.deps.clock.now()), data={"delta": delta})])
 
-    async def commit_record(self, before: Mapping[str, AgentDef] | None = None,
-                            before_llm: LlmConfig | None = None) -> None:
-        """Persist the runtime record (after its registry was replaced), with a ``reattach`` event
-        on every suspended handle the new registry changed the definition of (docs/protocol.md §11)."""
-        change = Change(runtime=True)
-        if before is not None and before_llm is not None:
-            drift.reattach_events(self, before, before_llm, change)
-        await self.commit(change)
+    async def commit_record(self) -> None:
+        """Persist the runtime record (after its registry was replaced), with the versions made
+        since the last one."""
+        await self.commit(Change(runtime=True))
+
+    async def report_reattach(self, before: Mapping[str, AgentDef], before_llm: LlmConfig,
+                              after: Mapping[str, AgentDef], after_llm: LlmConfig) -> int:
+        """A ``reattach`` event on every suspended handle to which the registry ``after`` brought a
+        difference from ``before`` (docs/protocol.md §11); the engine runs it after ``New``."""
+        return await drift.report_reattach(self, before, before_llm, after, after_llm)
 
     # ------------------------------------------------------------------ turns
 
