@@ -206,7 +206,7 @@ class Runtime:
         """Every version of the runtime, oldest first (stored ones and any not yet durable)."""
         found = {v.number: v for v in (RegistryVersion.from_record(r)
                                         for r in self.deps.store.versions(self.id))}
-        for number in self._unstored:
+        for number in tuple(self._unstored):  # a copy: ListVersions calls this on a thread
             found[number] = self._versions[number]
         return [found[n] for n in sorted(found)]
 
