@@ -164,6 +164,8 @@ def test_upgrade_is_refused_naming_the_removed_tool_and_accepted_when_compatible
         assert refused.value.message.startswith(
             f'tool "charge" was removed since request "{pending.id}" suspended')
         assert v3.snapshot(parked).state == "suspended"  # nothing was consumed
+        with Daemon(shared.target) as daemon:  # the inbox says which version the answer is fed to
+            assert [(i.handle, i.version) for i in daemon.list_pending(runtime_id=rid).items] == [(parked, 2)]
         with Runtime.serve(shared.target, build(2, schema=1), runtime_id=rid, versions=[2]):
             out = v3.resume({"id": pending.id, "ok": True})  # on its own version: no refusal
         assert out.result is not None and out.result.text == "charged by v2"

@@ -169,7 +169,8 @@ def item_of(runtime_id: str, rec: JSON, pending: JSON, since: float) -> pb.Pendi
     hid = str(rec.get("id") or "")
     return pb.PendingItem(request=convert.request_to(req), runtime_id=runtime_id, handle=hid,
                           top_handle=top_handle(hid), created_at=rfc3339(since) if since else "",
-                          expires_at=req.expires_at or "", agent=str(rec.get("agent") or ""))
+                          expires_at=req.expires_at or "", agent=str(rec.get("agent") or ""),
+                          version=int(rec.get("version") or 1))
 
 
 def top_handle(handle_id: str) -> str:

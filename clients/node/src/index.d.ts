@@ -561,6 +561,8 @@ export interface PendingItem {
   createdAt: string;
   expiresAt: string | null;
   agent: string;
+  /** The registry version the leaf runs: the one its answer is fed to. */
+  version: number;
 }
 
 export interface PendingPage {

@@ -20,6 +20,7 @@ export function pendingItemFromPb(m) {
     createdAt: m.created_at,
     expiresAt: m.expires_at || null,
     agent: m.agent,
+    version: m.version,
   };
 }
 

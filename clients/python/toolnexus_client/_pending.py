@@ -36,6 +36,8 @@ class PendingItem:
     created_at: str = ""
     expires_at: str | None = None
     agent: str = ""
+    # the registry version the leaf runs: the one its answer is fed to
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def watch_pending_request(runtime_id: str | None, kind: str | None) -> pb.WatchP
 def item_from_pb(message: pb.PendingItem) -> PendingItem:
     return PendingItem(request=convert.request_from_pb(message.request), runtime_id=message.runtime_id,
                        handle=message.handle, top_handle=message.top_handle, created_at=message.created_at,
-                       expires_at=message.expires_at or None, agent=message.agent)
+                       expires_at=message.expires_at or None, agent=message.agent, version=message.version)
 
 
 def pending_page_from_pb(reply: pb.ListPendingResponse) -> PendingPage:

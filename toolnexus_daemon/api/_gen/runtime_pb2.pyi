@@ -581,7 +581,7 @@ class ListPendingRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., kind: _Optional[str] = ..., min_age_ms: _Optional[int] = ..., max_age_ms: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class PendingItem(_message.Message):
-    __slots__ = ("request", "runtime_id", "handle", "top_handle", "created_at", "expires_at", "agent")
+    __slots__ = ("request", "runtime_id", "handle", "top_handle", "created_at", "expires_at", "agent", "version")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
@@ -589,6 +589,7 @@ class PendingItem(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     request: Request
     runtime_id: str
     handle: str
@@ -596,7 +597,8 @@ class PendingItem(_message.Message):
     created_at: str
     expires_at: str
     agent: str
-    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., top_handle: _Optional[str] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
+    version: int
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., top_handle: _Optional[str] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., agent: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ListPendingResponse(_message.Message):
     __slots__ = ("items", "next_page_token")
