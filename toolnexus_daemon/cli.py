@@ -25,6 +25,7 @@ commands for people (toolnexus-daemon COMMAND --help; --json for scripts; docs/c
   runtimes    the runtimes, with handle counts by state and open requests
   pending     the open requests waiting for an answer, oldest first
   inspect     RUNTIME [HANDLE]: the handle tree with states, usage and what each waits on
+  versions    RUNTIME: the registry versions, with the handles pinned to each
   answer      REQUEST_ID --approve|--decline [--reason R] [--data JSON]: answer an open request
   events      RUNTIME [--follow] [--after N]: the runtime's event log
   new         FILE [--runtime-id R]: create a runtime from a JSON registry file, or reattach
@@ -36,8 +37,8 @@ commands for people (toolnexus-daemon COMMAND --help; --json for scripts; docs/c
   shutdown    RUNTIME [--purge --yes] | --daemon: shut a runtime down, or the whole daemon
   resume      RUNTIME REQUEST_ID --approve|--decline [--data-file PATH|-]: answer in a named runtime
 """
-PEOPLE = ("runtimes", "pending", "inspect", "answer", "events", "new", "spawn", "wake", "post", "interrupt",
-          "close", "shutdown", "resume")
+PEOPLE = ("runtimes", "pending", "inspect", "versions", "answer", "events", "new", "spawn", "wake", "post",
+          "interrupt", "close", "shutdown", "resume")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,8 @@ class AlreadyAnswered(FailedPrecondition):
 
 # the phrases only a DefinitionChanged text holds: how a daemon that forwarded an answer tells
 # the owner's FAILED_PRECONDITION apart
-DEFINITION_CHANGED_MARKS = ("accept_changed_definition", "which the current registry no longer defines")
+DEFINITION_CHANGED_MARKS = ("accept_changed_definition", "which the current registry no longer defines",
+                            "which registry version")
 
 
 def is_definition_changed(text: str) -> bool:

@@ -439,6 +439,10 @@ class RuntimeOptions:
     pending_ttl_ms: int = 0
     # every suspension of the runtime gets Request.answer_url (docs/protocol.md §10)
     answer_link: bool = False
+    # which registry version an idle handle's next wake runs: "pinned" (its own) or "latest"
+    version_policy: str = "pinned"
+    # an unused, not-latest registry version is deleted this long after it was last used (one day)
+    version_grace_ms: int = 86_400_000
 
     def to_json(self) -> JSON:
         return asdict(self)

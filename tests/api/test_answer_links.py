@@ -246,36 +246,23 @@ def test_asking_for_links_without_a_listener_is_refused(tmp_path: Path, model: S
         proc.stop()
 
 
-def test_a_link_after_the_definition_changed_is_409_naming_the_change(
+def test_a_link_after_the_definition_changed_answers_on_the_handles_own_version(
         stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer, http: httpx.Client) -> None:
-    """A reattaching New changed the suspended tool's schema: POST is 409 naming that change as
-    Resume does (not "answered differently"), JSON and page alike; nothing was consumed, so the
-    request stays open and the link answers once Resume accepts the change — or here, once the
-    old definition is back."""
+    """A reattaching New changed the suspended tool's schema: the handle still runs the registry
+    version it suspended under (docs/versions.md), so the link's answer is accepted and fed to the
+    tool that asked; a Resume that upgrades to the new version would have been refused."""
     parked = park(stub, model)
     url = parked.pending.answer_url
-    original = approval_agent("approver", model.approval_url)
-    original.tools[0].answer_link = True
-    changed = pb.AgentDef()
-    changed.CopyFrom(original)
+    changed = approval_agent("approver", model.approval_url)
+    changed.tools[0].answer_link = True
     changed.tools[0].input_schema.update({"type": "object", "properties": {"amount": {"type": "number"}},
                                           "required": ["amount"]})
-    llm = openai_llm(model.url)
-    stub.New(pb.NewRequest(runtime_id=parked.runtime, agents=[changed], llm=llm), timeout=5)
+    stub.New(pb.NewRequest(runtime_id=parked.runtime, agents=[changed], llm=openai_llm(model.url)), timeout=5)
     code, said = code_of(lambda: stub.Resume(pb.ResumeRequest(
-        runtime_id=parked.runtime, answer=pb.Answer(id=parked.pending.id, ok=True)), timeout=5))
+        runtime_id=parked.runtime, answer=pb.Answer(id=parked.pending.id, ok=True), upgrade=True), timeout=5))
     assert code is grpc.StatusCode.FAILED_PRECONDITION and 'tool "approve" changed' in said, said
-    posted = http.post(url, json={"ok": True})
-    assert posted.status_code == 409, posted.text
-    body = posted.json()
-    assert body["state"] == "definition_changed", body
-    assert said in body["message"] and "definition changed" in body["message"]
-    assert "answered differently" not in body["message"]
-    page = http.post(url, data={"decision": "approve"}, headers={"Accept": "text/html"})
-    assert page.status_code == 409 and "The agent changed since this was asked" in page.text
-    assert 'tool &quot;approve&quot; changed' in page.text and "answered differently" not in page.text
-    shown = http.get(url, headers=JSON_ACCEPT)
-    assert (shown.status_code, shown.json()["state"]) == (200, "pending")  # nothing was consumed
-    stub.New(pb.NewRequest(runtime_id=parked.runtime, agents=[original], llm=llm), timeout=5)
     assert http.post(url, json={"ok": True}).status_code == 200
-    assert _wait(stub, parked.runtime, parked.handle).status == "done"
+    done = _wait(stub, parked.runtime, parked.handle)
+    assert (done.status, done.text) == ("done", "action performed")
+    snap = stub.Snapshot(pb.SnapshotRequest(runtime_id=parked.runtime, handle=parked.handle), timeout=5)
+    assert snap.version == 1

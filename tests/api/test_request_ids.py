@@ -69,7 +69,8 @@ def test_retrying_the_first_resume_never_approves_the_second_action(daemon: Daem
             rt.shutdown()
 
 
-def test_resume_refuses_before_consuming_when_the_agent_left_the_registry(daemon: DaemonProcess) -> None:
+def test_an_upgrading_resume_refuses_before_consuming_when_the_agent_left_the_registry(
+        daemon: DaemonProcess) -> None:
     performed: list[str] = []
     tool = handle_scoped_approval(performed)
     with ScriptedModelServer() as model:
@@ -84,13 +85,13 @@ def test_resume_refuses_before_consuming_when_the_agent_left_the_registry(daemon
         other = Runtime.new(target=daemon.target, runtime_id=rt.id, llm=llm,
                             registry=registry(agent("someone", does="else")))
         with pytest.raises(FailedPrecondition, match='runs agent "operator"'):
-            other.resume({"id": pending.id, "ok": True})
+            other.resume({"id": pending.id, "ok": True}, upgrade=True)
         other.detach()
         again = Runtime.new(target=daemon.target, runtime_id=rt.id, llm=llm,
                             registry=registry(agent("operator", does="acts", uses={"tools": [tool]})))
         try:
             assert again.snapshot(h).state == "suspended"
-            result = again.resume({"id": pending.id, "ok": True})
+            result = again.resume({"id": pending.id, "ok": True}, upgrade=True)
             assert not result.duplicate and result.result is not None
             assert result.result.text == "action performed" and performed == [pending.id]
         finally:

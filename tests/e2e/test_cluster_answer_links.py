@@ -86,10 +86,11 @@ def test_a_link_answered_on_another_daemon_reaches_the_owner(nodes: list[DaemonP
             channel_b.close()
 
 
-def test_a_link_forwarded_after_the_definition_changed_is_409_naming_it(nodes: list[DaemonProcess]) -> None:
-    """The owner refuses a forwarded answer because the tool changed since it asked: the other
-    daemon's link answers 409 ``definition_changed`` with the owner's words, not "answered
-    differently"; a different answer after a real one stays ``conflict``."""
+def test_a_link_forwarded_after_the_definition_changed_answers_on_the_handles_version(
+        nodes: list[DaemonProcess]) -> None:
+    """A New changed the tool since it asked: the handle runs the registry version it suspended
+    under (docs/versions.md), so the answer forwarded from the other daemon's link is accepted and
+    fed to the tool that asked; a different answer after it is ``conflict``."""
     owner, other = nodes
     with ScriptedModelServer() as model:
         channel_a, stub_a = _stub(owner)
@@ -103,16 +104,13 @@ def test_a_link_forwarded_after_the_definition_changed_is_409_naming_it(nodes: l
                        timeout=10)
             on_b = answers_base(stub_b) + "/a/" + token_of(parked.pending.answer_url)
             with httpx.Client(timeout=20) as http:
-                refused = http.post(on_b, json={"ok": True})
-                assert refused.status_code == 409, refused.text
-                assert refused.json()["state"] == "definition_changed"
-                assert 'tool "approve" changed since request' in refused.json()["message"]
-                yes = pb.Answer(id=parked.pending.id, ok=True)
-                resume = pb.ResumeRequest(runtime_id=parked.runtime, answer=yes,
-                                          accept_changed_definition=True)
-                stub_a.Resume(resume, timeout=15)
+                accepted = http.post(on_b, json={"ok": True})
+                assert accepted.status_code == 200, accepted.text
                 other_answer = http.post(on_b, json={"ok": False})
                 assert (other_answer.status_code, other_answer.json()["state"]) == (409, "conflict")
+            snap = stub_a.Snapshot(pb.SnapshotRequest(runtime_id=parked.runtime, handle=parked.handle),
+                                   timeout=10)
+            assert snap.version == 1
         finally:
             channel_a.close()
             channel_b.close()

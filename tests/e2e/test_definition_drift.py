@@ -1,5 +1,7 @@
 """Definition drift through a real daemon (docs/protocol.md §11): a worker tool suspends, a reattaching
-``New`` changes its definition, and Resume refuses until the caller accepts the change.
+``New`` changes its definition, and a Resume that upgrades the handle to that new version refuses
+until the caller accepts the change (without ``upgrade`` the handle answers on its own version:
+tests/e2e/test_versions.py).
 
 Each test suspends a handle on the native tool ``charge`` served by a Python client's worker, then a
 second client reattaches to the same runtime with another registry — as an app redeployed while a
@@ -113,7 +115,7 @@ def test_a_changed_schema_is_refused_naming_the_difference_then_accepted(shared:
                     "with accept_changed_definition to feed the answer to the new definition")
         for _ in range(2):  # nothing was consumed: the same refusal again, not "already answered"
             with pytest.raises(FailedPrecondition) as refused:
-                rt.resume({"id": req, "ok": True})
+                rt.resume({"id": req, "ok": True}, upgrade=True)
             assert refused.value.message == expected
         snap = rt.snapshot(handle)
         assert snap.state == "suspended" and snap.pending is not None and snap.pending.id == req
@@ -152,7 +154,7 @@ def test_a_removed_tool_is_refused_naming_the_removal_in_the_asyncio_client(shar
                 "tool", "charge", "removed", True)
             assert change.summary == 'tool "charge" was removed'
             with pytest.raises(FailedPrecondition) as refused:
-                await rt.resume({"id": req, "ok": True})
+                await rt.resume({"id": req, "ok": True}, upgrade=True)
             removed = f'tool "charge" was removed since request "{req}" suspended'
             assert refused.value.message.startswith(removed)
             assert (await rt.snapshot(handle)).state == "suspended"
@@ -173,7 +175,7 @@ def test_soul_and_model_changes_are_reported_and_resume_proceeds(shared: DaemonP
         assert [(c.part, c.name, c.change, c.refuses_resume) for c in changed] == [
             ("soul", AGENT, "changed", False), ("model", AGENT, "changed", False)]
         assert changed[1].summary.endswith("→ bigger")
-        out = rt.resume({"id": req, "ok": True})
+        out = rt.resume({"id": req, "ok": True}, upgrade=True)
         assert out.result is not None and (out.result.status, out.result.text) == ("done", "charged")
         events = _events(rt, lambda seen: seen[-1].type == "resumed")
     [drift] = _drift_events(events)
@@ -190,7 +192,7 @@ def test_the_fingerprint_survives_a_daemon_restart(tmp_path: Path) -> None:
         with _reattach(proc.target, rid, cashier(V2)) as rt:
             assert [c.change for c in rt.snapshot(handle).definition_changed] == ["schema"]
             with pytest.raises(FailedPrecondition, match=f'tool "charge" changed since request "{req}"'):
-                rt.resume({"id": req, "ok": True})
+                rt.resume({"id": req, "ok": True}, upgrade=True)
             out = rt.resume({"id": req, "ok": True}, accept_changed_definition=True)
             assert out.result is not None and out.result.text == "charged"
     finally:
@@ -231,7 +233,8 @@ def test_grpcurl_sees_the_drift_is_refused_and_accepts_it(shared: DaemonProcess)
         assert (change["part"], change["change"], change["refuses_resume"]) == ("tool", "schema", True)
         assert change["removed"] == ["currency"] and change["retyped"] == ["amount (number → string)"]
 
-        refused = _grpcurl(shared, "Resume", {"runtime_id": rid, "answer": {"id": req, "ok": True}})
+        refused = _grpcurl(shared, "Resume", {"runtime_id": rid, "answer": {"id": req, "ok": True},
+                                              "upgrade": True})
         assert refused.returncode != 0
         assert "FailedPrecondition" in refused.stderr
         assert f'tool "approve" changed since request "{req}" suspended' in refused.stderr

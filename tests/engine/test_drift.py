@@ -54,6 +54,7 @@ async def _suspended(bench: Bench, rid: str = "d1") -> tuple[Runtime, str, str]:
 
 async def _reattach(bench: Bench, rt: Runtime, *agents: AgentDef) -> None:
     await bench.engine.new(rt.id, list(agents), LLM, rt.options)
+    await bench.engine.settle_background()  # the reattach events are written after New returns
 
 
 async def test_a_durable_suspension_fingerprints_tool_schema_soul_and_model(bench: Bench) -> None:
@@ -70,7 +71,7 @@ async def test_a_changed_schema_refuses_resume_before_the_answer_is_consumed(ben
     rt, h, req = await _suspended(bench)
     await _reattach(bench, rt, cashier(V2))
     with pytest.raises(FailedPrecondition) as refused:
-        await rt.resume(Answer(req, ok=True))
+        await rt.resume(Answer(req, ok=True), upgrade=True)
     assert str(refused.value) == (
         f'tool "secret_action" changed since request "{req}" suspended: input schema removed currency; '
         "retyped amount (number → string); resume with accept_changed_definition to feed the answer to "
@@ -141,7 +142,7 @@ async def test_a_parent_suspended_on_task_records_no_tool_but_its_soul(bench: Be
     await _reattach(bench, rt, replace(COORD, soul="a new coordinator"), cashier(V2))
     assert [c.part for c in rt.definition_changed(rt.snapshot(top))] == ["soul"]
     with pytest.raises(FailedPrecondition, match='tool "secret_action" changed since request'):
-        await rt.resume(Answer(req.id, ok=True))  # the leaf's tool refuses the whole cascade
+        await rt.resume(Answer(req.id, ok=True), upgrade=True)  # the leaf's tool refuses the whole cascade
     out = await rt.resume(Answer(req.id, ok=True), accept_changed_definition=True)
     assert out.handle == top and out.result is not None and out.result.status is Status.DONE
 
@@ -169,10 +170,11 @@ async def test_an_unreadable_handle_scan_costs_the_events_not_the_reattach() -> 
         assert pending is not None
         engine_out = await engine.new("u1", [cashier(V2)], LLM, RuntimeOptions())
         assert engine_out.reattached
+        await engine.settle_background()
         # the handle is in memory: its event is still written, and Resume still refuses
         assert [e.type for e in store.events("u1", 0, 1000)].count(EventType.REATTACH) == 1
         with pytest.raises(FailedPrecondition):
-            await rt.resume(Answer(pending.id, ok=True))
+            await rt.resume(Answer(pending.id, ok=True), upgrade=True)
     finally:
         await engine.stop()
 

@@ -146,7 +146,8 @@ async def test_a_request_id_the_index_cannot_hold_is_that_calls_error(bench: Ben
     assert rt.snapshot(h).state is HandleState.IDLE
 
 
-async def test_resume_for_an_agent_missing_from_the_registry_keeps_the_answer_pending(bench: Bench) -> None:
+async def test_an_upgrading_resume_for_an_agent_missing_from_the_registry_keeps_the_answer_pending(
+        bench: Bench) -> None:
     bench.model.script = model_calling_act(times=1)
     bench.tools.functions["act"] = fixed_id_tool("keep")
     rt = await new_runtime(bench, "r7", OPERATOR)
@@ -156,11 +157,11 @@ async def test_resume_for_an_agent_missing_from_the_registry_keeps_the_answer_pe
     other = AgentDef(name="other", does="other things")
     await bench.engine.new("r7", [other], rt.llm, rt.options)
     try:
-        await rt.resume(Answer(id="keep", ok=True))
+        await rt.resume(Answer(id="keep", ok=True), upgrade=True)
     except Exception as exc:  # noqa: BLE001 - the exact error is asserted below
         refused = exc
     assert isinstance(refused, FailedPrecondition) and "operator" in str(refused)
     assert rt.snapshot(h).state is HandleState.SUSPENDED
     await bench.engine.new("r7", [OPERATOR], rt.llm, rt.options)
-    out = await rt.resume(Answer(id="keep", ok=True))
+    out = await rt.resume(Answer(id="keep", ok=True), upgrade=True)
     assert out.result is not None and out.result.text == "performed after keep"

@@ -176,13 +176,14 @@ def test_resume_takes_data_from_a_file_or_stdin(daemon: Daemon, model: ScriptedM
     assert bad.returncode == 2 and "--data-file must be a JSON object" in bad.stderr
 
 
-def test_resume_after_the_definition_changed_needs_accept(daemon: Daemon, model: ScriptedModelServer) -> None:
+def test_an_upgrading_resume_after_the_definition_changed_needs_accept(
+        daemon: Daemon, model: ScriptedModelServer) -> None:
     rid, handle, request_id = suspend(daemon, model)
     agent = approval_agent("approver", model.approval_url)
     agent.tools[0].input_schema.CopyFrom(struct({"type": "object", "properties": {"n": {"type": "number"}}}))
     llm = pb.LlmConfig(style="openai", base_url=model.url, model="scripted", timeout_ms=5000)
     daemon.stub.New(pb.NewRequest(runtime_id=rid, agents=[agent], llm=llm), metadata=daemon.md, timeout=10)
-    refused = run_cli(*authed(daemon, "resume", rid, request_id, "--approve"))
+    refused = run_cli(*authed(daemon, "resume", rid, request_id, "--approve", "--upgrade"))
     assert refused.returncode == 1 and 'tool "approve" changed since request' in refused.stderr
     accepted = _ok(run_cli(*authed(daemon, "resume", rid, request_id, "--approve",
                                    "--accept-changed-definition")))

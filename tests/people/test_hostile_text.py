@@ -101,6 +101,9 @@ def test_no_command_prints_a_raw_control_character(daemon: Daemon, model: Script
     _cli(daemon, "post", rid, handle, EVIL, "--from", EVIL, "--channel", EVIL)
     _cli(daemon, "resume", rid, REQUEST_ID, "--approve", code=3)  # stderr quotes the id
     _cli(daemon, "inspect", rid, "root/" + EVIL, code=3)
+    _cli(daemon, "versions", rid)
+    _cli(daemon, "versions", rid, "--json")
+    _cli(daemon, "versions", EVIL, code=3)  # stderr quotes the runtime id
     _cli(daemon, "pending", "--older-than", EVIL, code=2)
     _cli(daemon, "wake", rid, handle, "x", "--wait", EVIL, code=2)  # argparse's own message
     _cli(daemon, "close", rid, handle)

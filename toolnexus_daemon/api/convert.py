@@ -220,7 +220,7 @@ def snapshot_to(h: Handle, changed: Sequence[DefinitionChange] = ()) -> pb.Handl
                             turns_total=read_count(h.turns_total, _INT32_MAX),
                             inbox=[inbox_item_to(i) for i in h.inbox],
                             task_key=h.task_key, usage=usage, depth=h.depth,
-                            usage_estimated=h.usage.estimated)
+                            usage_estimated=h.usage.estimated, version=h.version)
     if h.last_result is not None:
         msg.last_result.CopyFrom(result_to(h.last_result))
     if h.pending is not None:

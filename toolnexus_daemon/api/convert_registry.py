@@ -79,7 +79,8 @@ def options_from(msg: pb.RuntimeOptions, default_retention: int = 0) -> RuntimeO
         "max_concurrent_turns": msg.max_concurrent_turns, "inbox_cap": msg.inbox_cap,
         "close_grace_ms": msg.close_grace_ms, "tool_timeout_ms": msg.tool_timeout_ms,
         "wait_for": msg.wait_for, "event_retention": msg.event_retention or default_retention,
-        "max_turns": msg.max_turns, "pending_ttl_ms": msg.pending_ttl_ms, "answer_link": msg.answer_link})
+        "max_turns": msg.max_turns, "pending_ttl_ms": msg.pending_ttl_ms, "answer_link": msg.answer_link,
+        "version_policy": msg.version_policy, "version_grace_ms": msg.version_grace_ms})
 
 
 def _agent(msg: pb.AgentDef, problems: list[str]) -> AgentDef:

@@ -56,4 +56,5 @@ def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | 
 def _option_limits(options: RuntimeOptions) -> dict[str, int]:
     return {"max_concurrent_turns": options.max_concurrent_turns, "inbox_cap": options.inbox_cap,
             "close_grace_ms": options.close_grace_ms, "tool_timeout_ms": options.tool_timeout_ms,
-            "max_turns": options.max_turns, "event_retention": options.event_retention}
+            "max_turns": options.max_turns, "event_retention": options.event_retention,
+            "version_grace_ms": options.version_grace_ms}

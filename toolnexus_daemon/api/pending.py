@@ -169,7 +169,8 @@ def item_of(runtime_id: str, rec: JSON, pending: JSON, since: float) -> pb.Pendi
     hid = str(rec.get("id") or "")
     return pb.PendingItem(request=convert.request_to(req), runtime_id=runtime_id, handle=hid,
                           top_handle=top_handle(hid), created_at=rfc3339(since) if since else "",
-                          expires_at=req.expires_at or "", agent=str(rec.get("agent") or ""))
+                          expires_at=req.expires_at or "", agent=str(rec.get("agent") or ""),
+                          version=int(rec.get("version") or 1))
 
 
 def top_handle(handle_id: str) -> str:
@@ -228,7 +229,13 @@ def _summary(store: Store, rid: str, seen: Visibility) -> pb.RuntimeSummary:
     created = float(rec.get("created_at") or 0.0)
     return pb.RuntimeSummary(runtime_id=rid, created_at=rfc3339(created) if created else "",
                              handles=census.states, pending=sum(n for n, _ in census.open.values()),
-                             keyed=bool(seen.key_of(rid)))
+                             keyed=bool(seen.key_of(rid)), version=_latest_version(rec))
+
+
+def _latest_version(rec: JSON) -> int:
+    """The runtime's latest registry version (1 for a runtime stored before versions)."""
+    meta = rec.get("version")
+    return int(meta.get("number") or 1) if isinstance(meta, dict) else 1
 
 
 def _runtime_token(rid: str) -> str:

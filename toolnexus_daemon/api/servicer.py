@@ -28,6 +28,7 @@ from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID, EventType
 from ..relay import WorkerHub
 from . import convert, pending, trace_meta
+from . import versions as versions_api
 from ._gen import runtime_pb2 as pb
 from ._gen import runtime_pb2_grpc as pb_grpc
 from .convert_registry import registry_from, spawn_budget
@@ -161,7 +162,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         reg = registry_from(request, self.facts.limits)
         out = await self._engine.new(request.runtime_id, reg.agents, reg.llm, reg.options,
                                      request.runtime_key or presented_key(context))
-        return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached)
+        return pb.NewResponse(runtime_id=out.runtime_id, root=out.root, reattached=out.reattached,
+                              version=versions_api.version_to(out.version))
 
     @unary
     @forwarded
@@ -191,10 +193,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     @forwarded
     async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
         self._require_open()
-        options = (await self._runtime(request.runtime_id, context)).options if request.runtime_id else None
+        rt = await self._runtime(request.runtime_id, context) if request.runtime_id else None
         live = self.facts.live_nodes
         nodes = cluster_nodes(await asyncio.to_thread(live)) if live is not None else None
-        return info_response(self._engine, self.facts, options, nodes)
+        out = info_response(self._engine, self.facts, rt.options if rt is not None else None, nodes)
+        if rt is not None:  # which versions' native calls wait here for a worker (docs/versions.md)
+            out.runtime_version = rt.version
+            out.versions_without_worker.extend(self._hub.versions_waiting(rt.id))
+        return out
 
     # ------------------------------------------------------------------ handles
 
@@ -223,7 +229,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         check_prompt(self.facts.limits, request.prompt, "prompt")
         trace_meta.adopt(context)
         rt = await self._runtime(request.runtime_id, context)
-        woken = await rt.wake_for(request.handle, request.prompt, request.wait_ms)
+        woken = await rt.wake_for(request.handle, request.prompt, request.wait_ms, request.upgrade)
         response = pb.WakeResponse(queued=woken.queued)
         await self._settled_into(response.result, woken, rt)
         return response
@@ -262,7 +268,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         rt = await open_for_answer(self._engine, request.runtime_id, answer.id, request.handle, context)
         try:
             out = await self._until_closing(rt.resume(answer, request.handle, request.no_wait,
-                                                      request.accept_changed_definition), rt)
+                                                      request.accept_changed_definition, request.upgrade), rt)
         except NotFound:
             self._resumed("unknown")
             raise
@@ -330,7 +336,17 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def ListRuntimes(self, request: pb.ListRuntimesRequest, context: Ctx) -> pb.ListRuntimesResponse:
         self._require_open()
         seen = pending.Visibility(self._engine.store, presented_key(context))
-        return await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+        out = await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+        for summary in out.runtimes:  # native calls waiting here for a worker of their version
+            summary.versions_without_worker.extend(self._hub.versions_waiting(summary.runtime_id))
+        return out
+
+    @unary
+    @forwarded
+    async def ListVersions(self, request: pb.ListVersionsRequest, context: Ctx) -> pb.ListVersionsResponse:
+        rt = await self._runtime(request.runtime_id, context)
+        await rt.durable()  # count what is on disk
+        return await asyncio.to_thread(versions_api.list_versions, rt)
 
     @streaming
     async def WatchPending(self, request: pb.WatchPendingRequest,

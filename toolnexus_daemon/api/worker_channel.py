@@ -119,7 +119,8 @@ async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
     rt = await open_runtime(engine, hello.runtime_id, context)
     worker_id = hello.worker_id or "worker-" + secrets.token_hex(4)
     return WorkerSession(runtime_id=rt.id, worker_id=worker_id, tools=frozenset(hello.tools),
-                         llm=hello.llm, resolver=hello.resolver, no_tools=hello.no_tools)
+                         llm=hello.llm, resolver=hello.resolver, no_tools=hello.no_tools,
+                         versions=frozenset(int(v) for v in hello.versions))
 
 
 async def _read_replies(hub: WorkerHub, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage],

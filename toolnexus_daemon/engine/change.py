@@ -40,6 +40,8 @@ class Change:
     # answer-link rows by token digest (``engine.links``), stored beside the request entries
     links: dict[str, JSON] = field(default_factory=dict)
     events: list[EventSpec] = field(default_factory=list)
+    # registry versions by store key (``versions.key_of``); None deletes
+    versions: dict[str, JSON | None] = field(default_factory=dict)
     runtime: bool = False
     # delete every record of the runtime (before this change's own writes, if any)
     purge: bool = False

@@ -111,6 +111,8 @@ def to_batch(runtime_id: str, change: Change, record: JSON | None) -> Batch:
         batch.checkpoints[(rid, hid)] = cp.to_json() if cp else None
     for req_id, entry in change.requests.items():
         batch.requests[(rid, req_id)] = entry.to_json()
+    for version_key, version in change.versions.items():
+        batch.versions[(rid, version_key)] = version
     for link_digest, row in change.links.items():
         batch.requests[(LINKS_RUNTIME, link_digest)] = row
     return batch
@@ -376,6 +378,7 @@ def _merge(into: Batch, later: Batch) -> None:
     into.messages += later.messages
     into.checkpoints.update(later.checkpoints)
     into.requests.update(later.requests)
+    into.versions.update(later.versions)
     into.events += later.events
     into.drop_events += later.drop_events
     into.fences += later.fences

@@ -13,8 +13,9 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..bounds import PeerLimits
 from ..clock import Clock
@@ -41,6 +42,7 @@ from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
 from .tracing import NOOP, Tracer
+from .versions import RegistryVersion
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -59,6 +61,7 @@ class NewOutcome:
     runtime_id: str
     root: str
     reattached: bool
+    version: RegistryVersion
 
 
 class Engine:
@@ -101,6 +104,9 @@ class Engine:
         self.stopping = False
         # transports replaced by a reattach, closed once no call of theirs can still be in flight
         self._retiring: set[asyncio.Task[None]] = set()
+        # after a New: the sweep of unused registry versions (docs/versions.md) and the ``reattach``
+        # events of the suspended handles the new registry differs for (docs/protocol.md §11)
+        self._sweeping: set[asyncio.Task[None]] = set()
         # declines the suspensions whose expires_at passed (docs/protocol.md §10)
         self.deadlines = Deadlines(store, clock, self._runtimes.get)
 
@@ -238,12 +244,17 @@ class Engine:
     async def _forget(self, rt: Runtime) -> None:
         await rt.lifetime.stop()
         await rt.deps.model.aclose()
+        await rt.aclose_models()
 
     async def stop(self) -> None:
         """Stop running turns without changing their state (they continue on the next start, or in
         a cluster on the daemon that takes each runtime: its lease is released once it is stopped)."""
         self.stopping = True
         await self.deadlines.stop()
+        sweeping = list(self._sweeping)
+        for task in sweeping:
+            task.cancel()
+        await asyncio.gather(*sweeping, return_exceptions=True)
         for rt in list(self._runtimes.values()):
             await rt.lifetime.stop()
         if self.ownership is not None:
@@ -254,6 +265,7 @@ class Engine:
                     log.warning("lease not released", extra={"runtime": rid, "error": str(exc)})
         for rt in list(self._runtimes.values()):
             await rt.deps.model.aclose()
+            await rt.aclose_models()
         retiring = list(self._retiring)
         for task in retiring:
             task.cancel()  # closes the retired transport now
@@ -293,7 +305,7 @@ class Engine:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, committer=self.committer, resolver=self._resolver,
                            observer=self._observe, limits=self.limits, guard=self._guard_for(fence),
-                           answer_base=self.answer_base, tracer=self.tracer)
+                           answer_base=self.answer_base, tracer=self.tracer, model_for=self._model_for)
 
     def _fenced(self, runtime_id: str, fence: Fence) -> None:
         self.fenced_commits += 1
@@ -303,9 +315,14 @@ class Engine:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
-        return Runtime(rid, agents, llm, options, self._deps(llm, fence),
-                       created_at=float(rec.get("created_at") or 0.0),
-                       key_digest=str(rec.get("key_digest") or ""))
+        created_at = float(rec.get("created_at") or 0.0)
+        meta = rec.get("version")
+        # a runtime stored before versions: its registry is version 1, written with its next record
+        version = (RegistryVersion.from_record({**meta, "agents": rec.get("agents"), "llm": rec.get("llm")})
+                   if isinstance(meta, dict) else None)
+        return Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=created_at,
+                       key_digest=str(rec.get("key_digest") or ""), version=version,
+                       version_stored=version is not None)
 
     # ------------------------------------------------------------------ verbs
 
@@ -338,13 +355,14 @@ class Engine:
                 self.check_key(existing, runtime_key)
                 await self._reattach(existing, agents, llm, options)
                 self.deadlines.track(existing.id)  # an agent back in the registry can be declined again
-                return NewOutcome(existing.id, ROOT_ID, True)
+                self._sweep(existing)
+                return NewOutcome(existing.id, ROOT_ID, True, existing.latest)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
             rt = Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=self.clock.now(),
                          key_digest=_digest(runtime_key) if runtime_key else "")
             await rt.create_root()
             self._runtimes[rid] = rt
-            return NewOutcome(rid, ROOT_ID, False)
+            return NewOutcome(rid, ROOT_ID, False, rt.latest)
 
     async def _with_listed_tools(self, agents: list[AgentDef], llm: LlmConfig,
                                  options: RuntimeOptions) -> list[AgentDef]:
@@ -411,9 +429,47 @@ class Engine:
         old_model, old_llm, old_agents = rt.deps.model, rt.llm, rt.agents
         model = old_model if llm == old_llm else self._model_for(llm)
         rt.replace_registry(agents, llm, options, model)
-        await rt.commit_record(old_agents, old_llm)
+        await rt.commit_record()
+        self._report(rt, old_agents, old_llm)
         if model is not old_model:
             self._retire(old_model, old_llm.timeout_ms / 1000 + RETIRE_SLACK_S)
+
+    def _report(self, rt: Runtime, before: Mapping[str, AgentDef], before_llm: LlmConfig) -> None:
+        """The ``reattach`` events of a New, written in the background: a deploy answers at once at
+        any number of parked handles (best effort: the events are a report)."""
+        after, after_llm = dict(rt.agents), rt.llm
+
+        async def report() -> None:
+            try:
+                await rt.report_reattach(before, before_llm, after, after_llm)
+            except StoreError as exc:
+                log.warning("reattach events not written", extra={"runtime": rt.id, "error": str(exc)})
+
+        self._background(report())
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._sweeping.add(task)
+        task.add_done_callback(self._sweeping.discard)
+
+    async def settle_background(self) -> None:
+        """Wait for the work a New left running (tests, and a clean stop)."""
+        while self._sweeping:
+            await asyncio.gather(*list(self._sweeping), return_exceptions=True)
+
+    def _sweep(self, rt: Runtime) -> None:
+        """Delete the registry versions nobody used for their grace, in the background (best effort:
+        a failed sweep is logged; the next New sweeps again)."""
+        async def sweep() -> None:
+            try:
+                gone = await rt.sweep_versions()
+            except (StoreError, DataLoss) as exc:
+                log.warning("unused registry versions not swept", extra={"runtime": rt.id, "error": str(exc)})
+                return
+            if gone:
+                log.info("unused registry versions deleted", extra={"runtime": rt.id, "versions": gone})
+
+        self._background(sweep())
 
     def _retire(self, model: ModelTransport, after_s: float) -> None:
         async def close_later() -> None:
@@ -465,6 +521,7 @@ class Engine:
             self._runtimes.pop(rt.id, None)
             self.deadlines.forget(rt.id)
             await rt.deps.model.aclose()
+            await rt.aclose_models()
             if self.ownership is not None:
                 await self.ownership.release(rt.id)
 

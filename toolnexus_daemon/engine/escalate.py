@@ -29,7 +29,7 @@ def authority(rt: RuntimeContext, h: Handle) -> str | None:
     if rt.agent_of(h).wait_for:
         return "self"
     for a in rt.table.ancestors(h):
-        agent = rt.agents.get(a.agent)
+        agent = rt.registry_of(a).agents.get(a.agent)
         if a.id != ROOT_ID and agent is not None and agent.wait_for:
             return a.id
     return "runtime" if rt.options.wait_for else None

@@ -54,6 +54,8 @@ class Handle:
     escalating: bool = False
     # when the current durable suspension began (seconds since the epoch; 0 = not suspended)
     suspended_at: float = 0.0
+    # the registry version this handle runs (``versions``); 0 = the runtime's latest (not yet pinned)
+    version: int = 0
     # kept in its own table, loaded with the handle
     cp: Checkpoint | None = field(default=None, repr=False)
     # child ids in spawn order once read (None: not yet); see ``children``
@@ -80,6 +82,7 @@ class Handle:
             "tool_calls": self.tool_calls, "wake_queue": [list(q) for q in self.wake_queue],
             "escalating": self.escalating, "suspended_at": self.suspended_at,
             **({"wake_traces": dict(self.wake_traces)} if self.wake_traces else {}),
+            "version": self.version,
         }
 
     @classmethod
@@ -99,6 +102,8 @@ class Handle:
             wake_queue=[list(q) for q in d.get("wake_queue") or []], escalating=bool(d.get("escalating")),
             suspended_at=float(d.get("suspended_at") or 0.0),
             wake_traces={str(k): str(v) for k, v in (d.get("wake_traces") or {}).items()},
+            # a handle stored before versions runs the registry its runtime had then: version 1
+            version=int(d.get("version") or 1),
         )
 
     @property

@@ -27,6 +27,7 @@ MAX_MCP_TOOLS = 256
 SUPPORTED_STYLES = {LlmStyle.OPENAI, LlmStyle.ANTHROPIC, LlmStyle.WORKER}
 # the longest pending_ttl_ms: past a year a deadline is no deadline (and the sum must stay a date)
 MAX_PENDING_TTL_MS = 366 * 24 * 3600 * 1000
+VERSION_POLICIES = ("pinned", "latest")
 
 
 def validate(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions,
@@ -52,9 +53,12 @@ def problems(agents: Sequence[AgentDef], llm: LlmConfig, options: RuntimeOptions
         problems += _agent_problems(agent, set(names), llm)
     problems += _llm_problems(llm)
     for name in ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms",
-                 "event_retention", "max_turns", "pending_ttl_ms"):
+                 "event_retention", "max_turns", "pending_ttl_ms", "version_grace_ms"):
         if getattr(options, name) < 0:
             problems.append(f"options.{name} must not be negative")
+    if options.version_policy not in VERSION_POLICIES:
+        problems.append(f'options.version_policy "{options.version_policy[:40]}" must be "pinned" '
+                        '(the default) or "latest"')
     if options.pending_ttl_ms > MAX_PENDING_TTL_MS:
         problems.append(f"options.pending_ttl_ms {options.pending_ttl_ms} is more than a year "
                         f"({MAX_PENDING_TTL_MS}); set 0 for suspensions that never expire")

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from ..clock import parse_rfc3339
 from ..errors import AlreadyAnswered, FailedPrecondition, InvalidArgument, NotFound
 from ..model import JSON, Answer, EventType, HandleState, Request, TaskResult
-from . import drift, elicit_check, notes, tracing
+from . import drift, elicit_check, notes, tracing, upgrade
 from .change import Change
+from .fingerprint import DefinitionChange
 from .handle import Handle
 from .requests import RequestEntry, WaitState
 from .step import announce_reinvocations
@@ -46,12 +47,14 @@ class Accepted:
     duplicate: bool
 
 
-def accept(rt: RuntimeContext, answer: Answer, handle_id: str,
-           accept_changed: bool = False) -> tuple[Accepted, Change | None]:
+def accept(rt: RuntimeContext, answer: Answer, handle_id: str, accept_changed: bool = False,
+           to_latest: bool = False) -> tuple[Accepted, Change | None]:
     """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller.
 
     ``accept_changed`` (``ResumeRequest.accept_changed_definition``) feeds the answer to a tool
-    whose definition changed since it suspended; without it that is refused (docs/protocol.md §11)."""
+    whose definition changed since it suspended; without it that is refused (docs/protocol.md §11).
+    Either that or ``to_latest`` (``ResumeRequest.upgrade``) moves the chain and its idle subtree to
+    the latest registry version; without them the answer is fed to the handles' own version."""
     if not answer.id:
         raise InvalidArgument("answer.id is required (the id of the pending Request)")
     entry = rt.requests.get(answer.id)
@@ -65,10 +68,15 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str,
     effective = _expired_as_decline(rt, answer, asked)
     elicit_check.check(asked, effective)  # an MCP form's answer must fit its schema (docs/mcp.md)
     chain = [leaf] + [a for a in rt.table.ancestors(leaf) if _suspended_on(a, answer.id)]
+    change = Change()
+    drifted: list[DefinitionChange] = []
+    if to_latest or accept_changed:
+        moving = upgrade.movable(rt, chain)
+        upgrade.check(rt, moving)  # refuses (FailedPrecondition) before the answer is consumed
+        drifted = drift.check_resume(rt, chain, answer.id, accept=accept_changed)  # so does a changed tool
+        upgrade.move(rt, moving, change)
     for h in chain:
         rt.agent_of(h)  # refuses (FailedPrecondition) before the answer is consumed
-    drifted = drift.check_resume(rt, chain, answer.id, accept=accept_changed)  # so does a changed tool
-    change = Change()
     rt.requests.answer(change, answer.id, entry, target, answer, top=chain[-1].id,
                        expired=not effective.ok and effective.reason == EXPIRED)
     for h in chain:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from ..bounds import PeerLimits
 from ..clock import Clock, rfc3339
 from ..errors import (
+    DataLoss,
     DefinitionChanged,
     FailedPrecondition,
     InvalidArgument,
@@ -47,7 +48,7 @@ from ..model import (
 )
 from ..store.base import Store
 from ..tools.base import Resolver, ToolExecutor
-from . import drift, lifecycle, notes, wakes
+from . import drift, lifecycle, notes, versions, wakes
 from . import resume as resume_mod
 from . import task as task_mod
 from .change import Change
@@ -62,6 +63,7 @@ from .lifetime import RuntimeLifetime
 from .requests import RequestIndex
 from .resume import ResumeOutcome
 from .tracing import NOOP, Tracer
+from .versions import RegistryVersion
 from .waiting import ResultWait
 from .watch import watch as watch_events
 
@@ -71,6 +73,8 @@ log = logging.getLogger("toolnexus_daemon.engine")
 MAX_SEQ = 2**63
 # how many times ``settle_commits`` waits for changes queued while it waited
 SETTLE_ROUNDS = 100
+# the most often a runtime's unused registry versions are swept (each sweep reads every handle)
+SWEEP_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -106,11 +110,14 @@ class RuntimeDeps:
     answer_base: str = ""
     # where the spans of turns, model calls and tool calls go (``tracing``; off by default)
     tracer: Tracer = NOOP
+    # builds the model transport of an older version whose LLM config differs from the latest's
+    model_for: Callable[[LlmConfig], ModelTransport] | None = None
 
 
 class Runtime:
     def __init__(self, runtime_id: str, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
-                 deps: RuntimeDeps, created_at: float, key_digest: str = "") -> None:
+                 deps: RuntimeDeps, created_at: float, key_digest: str = "",
+                 version: RegistryVersion | None = None, version_stored: bool = False) -> None:
         self.id = runtime_id
         # sha256 hex of the runtime secret (empty = unprotected); the secret itself is never stored
         self.key_digest = key_digest
@@ -130,26 +137,132 @@ class Runtime:
         self._log = deps.committer.open(self, next_seq, first[0].seq if first else next_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
         self._escalations: dict[str, asyncio.Lock] = {}
+        # the latest registry version and the older ones read so far (docs/versions.md)
+        latest = version or versions.make(1, agents, llm, created_at)
+        self.version = latest.number
+        self._versions: dict[int, RegistryVersion] = {latest.number: latest}
+        # versions made here whose record is not yet durable: written with the next runtime record
+        self._unstored: set[int] = set() if version_stored else {latest.number}
+        # model transports of older versions whose LLM config differs from the latest's
+        self._models: dict[int, ModelTransport] = {}
+        # when unused versions were last swept (``sweep_versions``); None: not yet
+        self._swept_at: float | None = None
 
     # ------------------------------------------------------------------ records
 
     def record(self) -> JSON:
         return {"id": self.id, "agents": [a.to_json() for a in self.agents.values()],
                 "llm": self.llm.to_json(), "options": self.options.to_json(), "created_at": self.created_at,
-                "key_digest": self.key_digest}
+                "key_digest": self.key_digest, "version": self.latest.meta()}
+
+    @property
+    def latest(self) -> RegistryVersion:
+        return self._versions[self.version]
 
     def replace_registry(self, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
-                         model: ModelTransport) -> None:
+                         model: ModelTransport) -> RegistryVersion:
+        """Take the registry of a reattaching ``New``: a new latest version when it differs from the
+        latest (older versions stay, for the handles pinned to them), the same one when identical."""
+        if versions.digest(agents, llm) != self.latest.digest:
+            made = versions.make(self.version + 1, agents, llm, self.deps.clock.now())
+            self._versions[made.number] = made
+            self._unstored.add(made.number)
+            self.version = made.number
         self.agents = {a.name: a for a in agents}
         self.llm, self.options = llm, options
         self.deps = replace(self.deps, model=model)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
+        return self.latest
+
+    # ------------------------------------------------------------------ versions
+
+    def registry(self, number: int) -> RegistryVersion:
+        """Version ``number`` (0: the latest), read from the store on first use."""
+        found = self._versions.get(number or self.version)
+        if found is not None:
+            return found
+        rec = self.deps.store.get_version(self.id, versions.key_of(number))
+        if rec is None:
+            raise DataLoss(f'registry version {number} of runtime "{self.id}" is not stored; a handle '
+                           "pinned to it cannot run")
+        found = RegistryVersion.from_record(rec)
+        self._versions[number] = found
+        return found
+
+    def registry_of(self, h: Handle) -> RegistryVersion:
+        return self.registry(h.version)
+
+    def llm_of(self, h: Handle) -> LlmConfig:
+        return self.registry_of(h).llm
+
+    def model_of(self, h: Handle) -> ModelTransport:
+        """The transport of ``h``'s version: the latest's when their LLM configs are equal."""
+        reg = self.registry_of(h)
+        if reg.llm == self.llm or self.deps.model_for is None:
+            return self.deps.model
+        model = self._models.get(reg.number)
+        if model is None:
+            model = self._models[reg.number] = self.deps.model_for(reg.llm)
+        return model
+
+    def stored_versions(self) -> list[RegistryVersion]:
+        """Every version of the runtime, oldest first (stored ones and any not yet durable)."""
+        found = {v.number: v for v in (RegistryVersion.from_record(r)
+                                        for r in self.deps.store.versions(self.id))}
+        for number in tuple(self._unstored):  # a copy: ListVersions calls this on a thread
+            found[number] = self._versions[number]
+        return [found[n] for n in sorted(found)]
+
+    async def sweep_versions(self) -> list[int]:
+        """Delete the versions that are not the latest and that no handle used for
+        ``version_grace_ms`` (marking newly unused ones); returns the numbers deleted.
+
+        Reads every handle record once (off the event loop), after a New, at most once a minute (or
+        once a grace when shorter), and only when a version other than the latest is stored.
+        A version unused now stays unused — a handle only ever moves to the latest, and a spawn
+        takes its parent's version, which the parent still holds."""
+        now = self.deps.clock.now()
+        grace_s = self.options.version_grace_ms / 1000
+        if self._swept_at is not None and now - self._swept_at < min(SWEEP_EVERY_S, grace_s):
+            return []
+        self._swept_at = now
+        records = await asyncio.to_thread(self.deps.store.versions, self.id)
+        if all(int(r.get("number") or 0) == self.version for r in records):
+            return []  # only the latest is stored: nothing to look at, no handle read
+        used = await asyncio.to_thread(self._versions_in_use)
+        used |= {h.version or self.version for h in self.handles.loaded() if h.id != ROOT_ID}
+        plan = versions.sweep_plan(records, used, self.version, now, grace_s)
+        if not plan:
+            return []
+        await self.commit(Change(versions=plan))
+        gone = [int(key) for key, rec in plan.items() if rec is None]
+        for number in gone:
+            self._versions.pop(number, None)
+            model = self._models.pop(number, None)
+            if model is not None:
+                await model.aclose()
+        return gone
+
+    def _versions_in_use(self) -> set[int]:
+        """The versions the stored handles run (root runs no agent: it holds none)."""
+        return {int(rec.get("version") or 1) for rec in self.deps.store.handles(self.id)
+                if rec.get("id") != ROOT_ID}
+
+    async def aclose_models(self) -> None:
+        models, self._models = list(self._models.values()), {}
+        for model in models:
+            await model.aclose()
 
     # ------------------------------------------------------------------ commit
 
     async def commit(self, change: Change) -> None:
-        """Commit ``change`` atomically, in order with every other change of this runtime."""
+        """Commit ``change`` atomically, in order with every other change of this runtime. A change of
+        the runtime record carries the versions made since the last one (stored once each)."""
+        written = set(self._unstored) if change.runtime and not change.purge else set()
+        for number in written:
+            change.versions[versions.key_of(number)] = self._versions[number].record()
         await self.deps.committer.commit(self._log, change)
+        self._unstored -= written
 
     async def purge(self) -> None:
         """Delete every record of this runtime, through the commit path (so fenced in a cluster)."""
@@ -186,10 +299,11 @@ class Runtime:
     # ------------------------------------------------------------------ lookups
 
     def agent_of(self, h: Handle) -> AgentDef:
-        agent = self.agents.get(h.agent)
+        reg = self.registry_of(h)
+        agent = reg.agents.get(h.agent)
         if agent is None:
-            raise DefinitionChanged(
-                f'handle "{h.id}" runs agent "{h.agent}", which the current registry no longer defines')
+            raise DefinitionChanged(f'handle "{h.id}" runs agent "{h.agent}", which registry version '
+                                    f"{reg.number} does not define")
         return agent
 
     def max_turns(self, h: Handle) -> int:
@@ -198,7 +312,8 @@ class Runtime:
     # ------------------------------------------------------------------ verbs
 
     async def create_root(self) -> None:
-        root = Handle(id=ROOT_ID, agent="", parent=None, depth=0, spawned_at=self.deps.clock.now())
+        root = Handle(id=ROOT_ID, agent="", parent=None, depth=0, spawned_at=self.deps.clock.now(),
+                      version=self.version)
         self.handles[ROOT_ID] = root
         change = Change(runtime=True).save(root)
         await self.commit(change)
@@ -211,11 +326,12 @@ class Runtime:
         """``idle→running`` once durable (or queued behind the parent's running children)."""
         return await wakes.wake(self, self.table.handle(handle_id), prompt)
 
-    async def wake_for(self, handle_id: str, prompt: str, wait_ms: int) -> Woken:
+    async def wake_for(self, handle_id: str, prompt: str, wait_ms: int, upgrade: bool = False) -> Woken:
         """``wake``, and with ``wait_ms`` > 0 a wait for the result of the turn it starts (a queued
-        wake: the turn that consumes it), registered before the wake commits so no settle is missed."""
+        wake: the turn that consumes it), registered before the wake commits so no settle is missed.
+        ``upgrade`` moves the handle (and its idle subtree) to the latest registry version."""
         h = self.table.handle(handle_id)
-        return await self._woken(h, prompt, wait_ms, Change())
+        return await self._woken(h, prompt, wait_ms, Change(), upgrade)
 
     async def spawn_awake(self, parent_id: str, agent_name: str, budget: Budget | None, prompt: str,
                           wait_ms: int) -> Woken:
@@ -224,10 +340,11 @@ class Runtime:
         child, change = wakes.spawned(self, parent_id, agent_name, budget, "")
         return await self._woken(child, prompt, wait_ms, change)
 
-    async def _woken(self, h: Handle, prompt: str, wait_ms: int, change: Change) -> Woken:
+    async def _woken(self, h: Handle, prompt: str, wait_ms: int, change: Change,
+                     upgrade: bool = False) -> Woken:
         waiting = ResultWait(h, self.deps.clock, wait_ms) if wait_ms > 0 else None
         try:
-            queued = await wakes.wake_into(self, h, prompt, change)
+            queued = await wakes.wake_into(self, h, prompt, change, to_latest=upgrade)
         except BaseException:
             if waiting is not None:
                 waiting.drop()
@@ -252,10 +369,12 @@ class Runtime:
         return fut
 
     async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False,
-                     accept_changed_definition: bool = False) -> ResumeOutcome:
-        """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4);
-        a suspended tool whose definition changed since is refused unless accepted (§11)."""
-        accepted, fut = await run_to_end(self._accept(answer, handle_id, no_wait, accept_changed_definition))
+                     accept_changed_definition: bool = False, upgrade: bool = False) -> ResumeOutcome:
+        """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4).
+        The handles run their own registry version; with ``upgrade`` (or ``accept_changed_definition``)
+        they move to the latest, and a suspended tool that changed is refused unless accepted (§11)."""
+        accepted, fut = await run_to_end(self._accept(answer, handle_id, no_wait, accept_changed_definition,
+                                                      upgrade))
         top = accepted.chain[-1]
         if fut is None:
             return ResumeOutcome(top.id, None, accepted.duplicate)
@@ -267,15 +386,15 @@ class Runtime:
                 top.waiters.remove(fut)
         return ResumeOutcome(top.id, result, accepted.duplicate)
 
-    async def _accept(self, answer: Answer, handle_id: str, no_wait: bool,
-                      accept_changed_definition: bool) -> tuple[resume_mod.Accepted, Waiter | None]:
+    async def _accept(self, answer: Answer, handle_id: str, no_wait: bool, accept_changed_definition: bool,
+                      upgrade: bool) -> tuple[resume_mod.Accepted, Waiter | None]:
         """Accept ``answer`` and launch the turns it continues, as one step that runs to its end: an
         answer made durable always has its turns running (``detached``). The waiter for the top
         handle is registered before the commit, so a settle that follows at once is not missed; if
         the caller left meanwhile, that settle drops it."""
         async with self._resume_lock:
             await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
-            accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
+            accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition, upgrade)
             top = accepted.chain[-1]
             fut = None if no_wait else self.waiter(top)
             if change is not None:
@@ -356,14 +475,16 @@ class Runtime:
         self.bus.publish([Event(seq=0, runtime_id=self.id, handle=h.id, type=EventType.TEXT,
                                 at=rfc3339(self.deps.clock.now()), data={"delta": delta})])
 
-    async def commit_record(self, before: Mapping[str, AgentDef] | None = None,
-                            before_llm: LlmConfig | None = None) -> None:
-        """Persist the runtime record (after its registry was replaced), with a ``reattach`` event
-        on every suspended handle the new registry changed the definition of (docs/protocol.md §11)."""
-        change = Change(runtime=True)
-        if before is not None and before_llm is not None:
-            drift.reattach_events(self, before, before_llm, change)
-        await self.commit(change)
+    async def commit_record(self) -> None:
+        """Persist the runtime record (after its registry was replaced), with the versions made
+        since the last one."""
+        await self.commit(Change(runtime=True))
+
+    async def report_reattach(self, before: Mapping[str, AgentDef], before_llm: LlmConfig,
+                              after: Mapping[str, AgentDef], after_llm: LlmConfig) -> int:
+        """A ``reattach`` event on every suspended handle to which the registry ``after`` brought a
+        difference from ``before`` (docs/protocol.md §11); the engine runs it after ``New``."""
+        return await drift.report_reattach(self, before, before_llm, after, after_llm)
 
     # ------------------------------------------------------------------ turns
 

@@ -31,8 +31,10 @@ def _base(rt: RuntimeContext, h: Handle, operation: str) -> dict[str, AttrValue]
             "gen_ai.conversation.id": rt.id, "toolnexus.handle": h.id}
 
 
-def provider(rt: RuntimeContext) -> str:
-    return str(rt.llm.style)
+def provider(rt: RuntimeContext, h: Handle) -> str:
+    """The style of the LLM config of ``h``'s own registry version (a pinned handle may run an
+    older one than the runtime's latest)."""
+    return str(rt.llm_of(h).style)
 
 
 def start_turn(rt: RuntimeContext, h: Handle) -> Span:
@@ -43,9 +45,9 @@ def start_turn(rt: RuntimeContext, h: Handle) -> Span:
     before = cp.trace_span  # the span of this turn that suspended (or that a crash cut short)
     parent = cp.trace_parent or before
     attrs = _base(rt, h, "invoke_agent")
-    attrs["gen_ai.provider.name"] = provider(rt)
-    agent = rt.agents.get(h.agent)
-    model = agent.model if agent is not None and agent.model not in ("", "inherit") else rt.llm.model
+    attrs["gen_ai.provider.name"] = provider(rt, h)
+    agent = rt.registry_of(h).agents.get(h.agent)
+    model = agent.model if agent is not None and agent.model not in ("", "inherit") else rt.llm_of(h).model
     attrs["gen_ai.request.model"] = model
     if before:
         attrs["toolnexus.continued"] = True
@@ -86,7 +88,7 @@ def start_model(rt: RuntimeContext, h: Handle, body: JSON) -> Span:
         return tracing.NOOP_SPAN
     model = str(body.get("model") or "")
     attrs = _base(rt, h, "chat")
-    attrs.update({"gen_ai.provider.name": provider(rt), "gen_ai.request.model": model})
+    attrs.update({"gen_ai.provider.name": provider(rt, h), "gen_ai.request.model": model})
     if tracer.capture_content:
         attrs["gen_ai.input.messages"] = _dumps([_message(m) for m in body.get("messages") or []])
     return tracer.start(f"chat {model}", "client", attrs, parent=tracing.current_turn.get().traceparent)

@@ -239,9 +239,10 @@ async def _invoke_call(rt: RuntimeContext, h: Handle, call: Call, answer: Answer
     executor = rt.deps.executors.get(tool.source)
     if executor is None:
         return ToolResult(output=f'tool "{tool.name}": source {tool.source} is not supported', is_error=True)
+    version = rt.registry_of(h).number
     inv = ToolInvocation(runtime_id=rt.id, handle=h.id, call_id=call.call_id, tool=tool,
                          arguments=call.arguments, answer=answer, take_timeout_ms=rt.options.tool_timeout_ms,
-                         traceparent=traceparent)
+                         traceparent=traceparent, version=version, latest=version == rt.version)
     deadline_ms = tool.deadline_ms or rt.deps.limits.tool_deadline_ms
     rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
     try:

@@ -8,6 +8,7 @@ pending, or waits for it — it never spawns a second child.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import DaemonError, StoreUnavailable
@@ -25,10 +26,11 @@ SCHEMA: JSON = {"type": "object", "properties": {"agent": {"type": "string"}, "p
                 "required": ["agent", "prompt"]}
 
 
-def tool_payload(rt: RuntimeContext, agent: AgentDef) -> JSON:
-    """The ``task`` function the model sees: the team sorted by name, each with what it does."""
+def tool_payload(rt: RuntimeContext, agent: AgentDef, agents: Mapping[str, AgentDef]) -> JSON:
+    """The ``task`` function the model sees: the team sorted by name, each with what it does (as
+    ``agents``, the registry version of the handle, defines them)."""
     team = sorted(agent.team)
-    listing = "; ".join(f"{name}: {rt.agents[name].does if name in rt.agents else ''}" for name in team)
+    listing = "; ".join(f"{name}: {agents[name].does if name in agents else ''}" for name in team)
     return {"type": "function", "function": {"name": "task", "description": DESCRIPTION_HEAD + listing,
                                              "parameters": SCHEMA}}
 

@@ -137,7 +137,7 @@ def _tools_payload(rt: RuntimeContext, h: Handle) -> list[JSON]:
         "name": t.name, "description": t.description,
         "parameters": t.input_schema or {"type": "object", "properties": {}}}}
         for t in agent.tools]
-    return tools + [task_tool_payload(rt, agent)] if agent.team else tools
+    return tools + [task_tool_payload(rt, agent, rt.registry_of(h).agents)] if agent.team else tools
 
 
 def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSON:
@@ -147,9 +147,10 @@ def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSO
         messages += rt.deps.store.messages(rt.id, h.id, 0, landing.first) + landing.messages
     else:
         messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
-    body: JSON = {"model": rt.llm.model if agent.model in ("", "inherit") else agent.model}
+    llm = rt.llm_of(h)  # the handle's own registry version, whatever was deployed since
+    body: JSON = {"model": llm.model if agent.model in ("", "inherit") else agent.model}
     # request_params go first so they can never override what the loop itself owns
-    body.update({k: v for k, v in {**rt.llm.request_params, **agent.request_params}.items()
+    body.update({k: v for k, v in {**llm.request_params, **agent.request_params}.items()
                  if k not in RESERVED_PARAMS})
     body["messages"] = messages
     tools = _tools_payload(rt, h)
@@ -172,12 +173,12 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
     span = spans.start_model(rt, h, body)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=call_id,
                            body=body, take_timeout_ms=rt.options.tool_timeout_ms,
-                           on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
+                           on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm_of(h).stream else None,
                            sleep=_acting_after(rt, slot.sleep_outside), traceparent=span.traceparent)
     try:
         async with slot:
             rt.deps.guard.act(rt.id)  # in a cluster: only while this daemon's lease is fresh
-            reply = await rt.deps.model.complete(request)
+            reply = await rt.model_of(h).complete(request)
     except BaseException as exc:
         spans.end_model(rt, span, None, str(exc) or type(exc).__name__)
         if isinstance(exc, ModelError):

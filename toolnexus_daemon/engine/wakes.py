@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import FailedPrecondition, NotFound
 from ..model import JSON, ROOT_ID, Budget, EventType, HandleState, InboxItem
 from . import budget as budgets
-from . import notes, tracing
+from . import notes, tracing, upgrade
 from .change import Change
 from .checkpoint import Checkpoint
 from .handle import Handle, children_log
@@ -38,9 +38,12 @@ def spawned(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget 
     """The new child in memory and the change that records it, not yet committed: a fused
     Spawn adds its wake to the same change (``wake_into``), so both land in one commit."""
     parent = rt.table.handle(parent_id or ROOT_ID)
-    agent = rt.agents.get(agent_name)
+    # a child runs its parent's registry version; a child of root the latest (docs/versions.md)
+    version = rt.version if parent.id == ROOT_ID else rt.registry_of(parent).number
+    agents = rt.registry(version).agents
+    agent = agents.get(agent_name)
     if agent is None:
-        raise NotFound(f'unknown agent "{agent_name}" (known: {", ".join(sorted(rt.agents))})')
+        raise NotFound(f'unknown agent "{agent_name}" (known: {", ".join(sorted(agents))})')
     if parent.state is HandleState.CLOSED:
         raise FailedPrecondition(f'parent "{parent.id}" is closed')
     budgets.check_spawn(rt, parent)
@@ -48,7 +51,7 @@ def spawned(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget 
     parent.spawn_count += 1
     child = Handle(id=f"{parent.id}/{agent.name}.{parent.spawn_count}", agent=agent.name,
                    parent=parent.id, depth=parent.depth + 1, budget=eff, task_key=task_key,
-                   spawned_at=rt.deps.clock.now())
+                   spawned_at=rt.deps.clock.now(), version=version)
     parent.add_child(child.id)
     rt.handles[child.id] = child
     change = Change().save(parent, child)
@@ -76,10 +79,13 @@ async def wake(rt: RuntimeContext, h: Handle, prompt: str) -> bool:
     return await wake_into(rt, h, prompt, Change())
 
 
-async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change) -> bool:
+async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change, *,
+                    to_latest: bool = False) -> bool:
     """``wake``, committed together with whatever ``change`` already holds (a fused Spawn's
-    ``spawned`` records); returns whether the wake was queued."""
+    ``spawned`` records); returns whether the wake was queued. ``to_latest`` (``upgrade``) moves
+    the handle and its idle subtree to the latest registry version first (docs/versions.md)."""
     check_wakeable(h)
+    upgrade.for_wake(rt, h, change, explicit=to_latest)
     rt.agent_of(h)
     parent = rt.handles[h.parent] if h.parent else None
     if parent is not None and _slots_full(rt, parent):

@@ -64,6 +64,12 @@ class TimedStore:
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
         return self.inner.get_request(runtime_id, request_id)
 
+    def get_version(self, runtime_id: str, version_key: str) -> JSON | None:
+        return self.inner.get_version(runtime_id, version_key)
+
+    def versions(self, runtime_id: str) -> list[JSON]:
+        return self.inner.versions(runtime_id)
+
     def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
                max_bytes: int | None = None) -> list[Event]:
         return self.inner.events(runtime_id, after_seq, limit, max_bytes)
@@ -84,4 +90,5 @@ class TimedStore:
 
 def batch_records(batch: Batch) -> int:
     return (len(batch.runtimes) + len(batch.handles) + len(batch.messages) + len(batch.truncate)
-            + len(batch.checkpoints) + len(batch.requests) + len(batch.events) + len(batch.purge))
+            + len(batch.checkpoints) + len(batch.requests) + len(batch.versions) + len(batch.events)
+            + len(batch.purge))

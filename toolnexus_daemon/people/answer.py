@@ -84,18 +84,19 @@ def answer(conn: Connection, ns: argparse.Namespace) -> int:
 
 def resume(conn: Connection, ns: argparse.Namespace) -> int:
     data = data_of(ns)
-    return send(conn, ns, ns.runtime, ns.handle or "", data, accept_changed=ns.accept_changed_definition)
+    return send(conn, ns, ns.runtime, ns.handle or "", data, accept_changed=ns.accept_changed_definition,
+                upgrade=ns.upgrade)
 
 
 def send(conn: Connection, ns: argparse.Namespace, runtime: str, handle: str,
-         data: struct_pb2.Struct | None, *, accept_changed: bool) -> int:
+         data: struct_pb2.Struct | None, *, accept_changed: bool, upgrade: bool = False) -> int:
     """One Resume, its reply printed; exit 0 when this call answered the request."""
     reason = ns.reason or ("" if ns.approve else "declined")
     reply_answer = pb.Answer(id=ns.request_id, ok=bool(ns.approve), reason=reason)
     if data is not None:
         reply_answer.data.CopyFrom(data)
     request = pb.ResumeRequest(runtime_id=runtime, answer=reply_answer, handle=handle, no_wait=ns.no_wait,
-                               accept_changed_definition=accept_changed)
+                               accept_changed_definition=accept_changed, upgrade=upgrade)
     try:
         reply = conn.call(conn.stub.Resume, request)
     except CliError as err:

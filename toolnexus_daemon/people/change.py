@@ -100,7 +100,7 @@ def spawn(conn: Connection, ns: argparse.Namespace) -> int:
 def wake(conn: Connection, ns: argparse.Namespace) -> int:
     wait_ms = _wait_ms(ns)
     request = pb.WakeRequest(runtime_id=ns.runtime, handle=ns.handle, prompt=_text(ns.prompt, "PROMPT"),
-                             wait_ms=wait_ms)
+                             wait_ms=wait_ms, upgrade=ns.upgrade)
     reply = conn.call(conn.stub.Wake, request, timeout=_timeout(conn, wait_ms))
     if ns.json:
         render.out(render.dumps(render.to_json(reply)), end="")

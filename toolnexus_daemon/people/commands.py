@@ -22,6 +22,7 @@ from .events import events
 from .exitcodes import CliError, Exit, exit_help
 from .inspect import inspect
 from .listing import pending, runtimes
+from .versions import versions
 
 Command = Callable[[Connection, argparse.Namespace], int]
 
@@ -29,6 +30,7 @@ COMMANDS: dict[str, tuple[str, Command]] = {
     "runtimes": ("list the runtimes with their handle counts by state and open requests", runtimes),
     "pending": ("list the open requests (suspensions waiting for an answer), oldest first", pending),
     "inspect": ("draw a runtime's handle tree with states, usage and what each handle waits on", inspect),
+    "versions": ("list a runtime's registry versions with the handles pinned to each", versions),
     "answer": ("approve or decline an open request by its id (the runtime is found for you)", answer),
     "events": ("print a runtime's event log; --follow keeps printing new events", events),
     "new": ("create a runtime from a registry file (JSON), or reattach to one", change.new),
@@ -67,6 +69,8 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--kind", metavar="K", help="only requests of this kind (approval, input, ...)")
         p.add_argument("--older-than", metavar="D",
                        help="only requests waiting at least this long (90s, 15m, 1h30m, 2d)")
+    elif name == "versions":
+        p.add_argument("runtime", metavar="RUNTIME")
     elif name == "inspect":
         p.add_argument("runtime", metavar="RUNTIME")
         p.add_argument("handle", metavar="HANDLE", nargs="?", help="draw only this handle's subtree")
@@ -80,6 +84,9 @@ def _add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         add_answer_flags(p)
         p.add_argument("--accept-changed-definition", action="store_true",
                        help="answer even though the suspended tool's definition changed since it asked")
+        p.add_argument("--upgrade", action="store_true",
+                       help="move the handle to the runtime's latest registry version (refused when the "
+                            "suspended tool changed there, unless --accept-changed-definition)")
     elif name == "events":
         p.add_argument("runtime", metavar="RUNTIME")
         p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until Ctrl-C")
@@ -114,6 +121,8 @@ def _add_change_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("handle", metavar="HANDLE")
     if name == "wake":
         p.add_argument("prompt", metavar="PROMPT", help="what to do (- for stdin)")
+        p.add_argument("--upgrade", action="store_true",
+                       help="move the handle (and its idle subtree) to the latest registry version first")
         _add_wait(p)
     elif name == "post":
         p.add_argument("text", metavar="TEXT", help="the message (- for stdin)")

@@ -37,6 +37,7 @@ COMMAND_EXITS: dict[str, dict[int, str]] = {
     "runtimes": {},
     "pending": {2: "--older-than is not a duration", 3: "--runtime names no runtime"},
     "inspect": {3: "no such runtime or handle"},
+    "versions": {3: "no such runtime"},
     "events": {0: "also on Ctrl-C with --follow", 2: "--after is negative", 3: "no such runtime",
                4: "also after 30 failed reopens of a followed stream"},
     "answer": {1: "the daemon refused the answer (e.g. the agent's definition changed since it asked)",

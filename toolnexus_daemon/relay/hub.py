@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .messages import Incoming, ModelCallOut, Outgoing, ToolCallOut
+
+log = logging.getLogger("toolnexus_daemon.relay")
 
 
 class NoWorker(Exception):
@@ -50,12 +53,14 @@ class WorkerSession:
     resolver: bool = False
     # said "no native tools" (an empty ``tools`` alone means every native tool)
     no_tools: bool = False
+    # the registry versions whose native tools it serves; empty = the runtime's latest
+    versions: frozenset[int] = frozenset()
     outbox: asyncio.Queue[Outgoing | None] = field(default_factory=asyncio.Queue)
     inflight: set[str] = field(default_factory=set)
 
     def can_serve(self, out: Outgoing) -> bool:
         if isinstance(out, ToolCallOut):
-            if self.no_tools:
+            if self.no_tools or not (out.version in self.versions if self.versions else out.latest):
                 return False
             return not self.tools or out.tool in self.tools
         if isinstance(out, ModelCallOut):
@@ -95,6 +100,12 @@ class WorkerHub:
 
     def has_resolver(self, runtime_id: str) -> bool:
         return any(s.resolver for s in self._sessions.get(runtime_id, ()))
+
+    def versions_waiting(self, runtime_id: str) -> list[int]:
+        """The registry versions of native calls of ``runtime_id`` no connected worker took: a
+        version no worker serves (Info and ListRuntimes show them)."""
+        return sorted({c.out.version for c in self._calls.values() if c.runtime_id == runtime_id
+                       and c.assigned is None and isinstance(c.out, ToolCallOut)})
 
     def count(self) -> int:
         return sum(len(v) for v in self._sessions.values())
@@ -145,6 +156,10 @@ class WorkerHub:
         self._calls[out.call_id] = call
         try:
             self._assign(call)
+            if call.assigned is None and isinstance(out, ToolCallOut) and not out.latest:
+                # announced here and in Info / ListRuntimes (``versions_waiting``) until one connects
+                log.warning("a native call waits for a worker serving its registry version", extra={
+                    "runtime": runtime_id, "tool": out.tool, "version": out.version, "handle": out.handle})
             while not call.reply.done():
                 await self._await_taken(call, take_timeout)
                 if not call.lost and not call.reply.done():

@@ -32,6 +32,10 @@ class ToolCallOut:
     tool: str
     arguments: JSON = field(default_factory=dict)
     answer: Answer | None = None
+    # the calling handle's registry version; a worker serves it when it names it, or when it names
+    # none and this is the runtime's latest
+    version: int = 0
+    latest: bool = True
 
 
 @dataclass(frozen=True)

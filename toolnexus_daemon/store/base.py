@@ -14,6 +14,8 @@ Tables (all keyed under a runtime id):
   checkpoints  (runtime_id, handle_id)       -> the step checkpoint of a handle's open turn
   requests     (runtime_id, request_id)      -> request-index entry
   events       (runtime_id, seq)             -> Event
+  versions     (runtime_id, version key)     -> one registry version (``engine.versions``), stored
+                                                once per distinct registry, never per handle
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class Batch:
     truncate: list[tuple[str, str, int]] = field(default_factory=list)
     checkpoints: dict[HandleKey, JSON | None] = field(default_factory=dict)
     requests: dict[HandleKey, JSON | None] = field(default_factory=dict)
+    # registry versions by (runtime_id, version key): ``engine.versions.key_of``
+    versions: dict[HandleKey, JSON | None] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     # (runtime_id, seq): drop every stored event of that runtime with a lower seq (event retention)
     drop_events: list[tuple[str, int]] = field(default_factory=list)
@@ -59,8 +63,8 @@ class Batch:
     fences: list[Fence] = field(default_factory=list)
 
     def is_empty(self) -> bool:
-        return not (self.runtimes or self.handles or self.messages or self.truncate
-                    or self.checkpoints or self.requests or self.events or self.purge or self.drop_events)
+        return not (self.runtimes or self.handles or self.messages or self.truncate or self.checkpoints
+                    or self.requests or self.versions or self.events or self.purge or self.drop_events)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,12 @@ class Store(Protocol):
     def get_checkpoint(self, runtime_id: str, handle_id: str) -> JSON | None: ...
 
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None: ...
+
+    def get_version(self, runtime_id: str, version_key: str) -> JSON | None:
+        """One stored registry version of a runtime (None when absent)."""
+
+    def versions(self, runtime_id: str) -> list[JSON]:
+        """Every stored registry version of a runtime, in key order (oldest first)."""
 
     def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
                max_bytes: int | None = None) -> list[Event]:

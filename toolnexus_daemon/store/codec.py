@@ -11,6 +11,7 @@ are 8-byte big-endian so byte order is numeric order. The longest key is
   messages                        rid NUL hid NUL index:u64be
   events                          rid NUL seq:u64be
   expiries                        rid NUL tag ... (see ``expiry_index``)
+  versions                        rid NUL version key (zero-padded number: key order is number order)
 
 Every value is an envelope: the magic ``b"TN"``, one byte of format version,
 then the record as compact UTF-8 JSON. A record whose version byte is newer
@@ -56,6 +57,7 @@ class Table(StrEnum):
     REQUESTS = "requests"
     EVENTS = "events"
     EXPIRIES = "expiries"  # open suspensions by deadline (see ``expiry_index``)
+    VERSIONS = "versions"  # registry versions of a runtime (``engine.versions``)
 
 
 # ----------------------------------------------------------------------- keys

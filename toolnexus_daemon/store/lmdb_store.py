@@ -156,6 +156,14 @@ class LmdbStore:
     def get_request(self, runtime_id: str, request_id: str) -> JSON | None:
         return self._get(Table.REQUESTS, codec.pair_key(runtime_id, request_id))
 
+    def get_version(self, runtime_id: str, version_key: str) -> JSON | None:
+        return self._get(Table.VERSIONS, codec.pair_key(runtime_id, version_key))
+
+    def versions(self, runtime_id: str) -> list[JSON]:
+        prefix = codec.runtime_prefix(runtime_id)
+        found = self._scan(Table.VERSIONS, prefix, prefix)
+        return [codec.decode_value(Table.VERSIONS, k, v) for k, v in found]
+
     def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
                max_bytes: int | None = None) -> list[Event]:
         if limit <= 0:

@@ -87,6 +87,7 @@ def prepare(batch: Batch) -> list[Op]:
         ops.append(_put(Table.MESSAGES, codec.message_key(rid, hid, index), message))
     ops.extend(_pairs(Table.CHECKPOINTS, batch.checkpoints))
     ops.extend(_pairs(Table.REQUESTS, batch.requests))
+    ops.extend(_pairs(Table.VERSIONS, batch.versions))
     for event in batch.events:
         key, value = codec.encode_event(event)
         ops.append(Put(Table.EVENTS, key, value))

@@ -38,6 +38,7 @@ class _Staged:
     messages: list[tuple[str, str, int, bytes]]
     checkpoints: dict[HandleKey, Encoded]
     requests: dict[HandleKey, Encoded]
+    versions: dict[HandleKey, Encoded]
     events: list[tuple[str, int, bytes]]
     drop_events: list[tuple[str, int]]
 
@@ -51,6 +52,7 @@ class MemoryStore:
         self._messages: dict[HandleKey, dict[int, bytes]] = {}
         self._checkpoints: dict[HandleKey, bytes] = {}
         self._requests: dict[HandleKey, bytes] = {}
+        self._versions: dict[HandleKey, bytes] = {}
         self._events: dict[str, dict[int, bytes]] = {}
         self._fail_next: StoreError | None = None
         self._closed = False
@@ -81,6 +83,7 @@ class MemoryStore:
             self._messages.setdefault((rid, hid), {})[index] = message
         _merge(self._checkpoints, s.checkpoints)
         _merge(self._requests, s.requests)
+        _merge(self._versions, s.versions)
         for rid, seq, event in s.events:
             self._events.setdefault(rid, {})[seq] = event
         for rid, below in s.drop_events:
@@ -91,7 +94,7 @@ class MemoryStore:
     def _purge(self, runtime_id: str) -> None:
         self._runtimes.pop(runtime_id, None)
         self._events.pop(runtime_id, None)
-        for table in (self._handles, self._messages, self._checkpoints, self._requests):
+        for table in (self._handles, self._messages, self._checkpoints, self._requests, self._versions):
             for key in [k for k in table if k[0] == runtime_id]:
                 del table[key]
 
@@ -166,6 +169,15 @@ class MemoryStore:
         raw = self._requests.get((runtime_id, request_id))
         return self._get(Table.REQUESTS, f"{runtime_id}/{request_id}", raw)
 
+    def get_version(self, runtime_id: str, version_key: str) -> JSON | None:
+        raw = self._versions.get((runtime_id, version_key))
+        return self._get(Table.VERSIONS, f"{runtime_id}/{version_key}", raw)
+
+    def versions(self, runtime_id: str) -> list[JSON]:
+        self._check_open()
+        found = sorted((key, raw) for (rid, key), raw in self._versions.items() if rid == runtime_id)
+        return [_load(Table.VERSIONS, f"{runtime_id}/{key}", raw) for key, raw in found]
+
     def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
                max_bytes: int | None = None) -> list[Event]:
         self._check_open()
@@ -182,6 +194,7 @@ class MemoryStore:
     def info(self) -> StoreInfo:
         self._check_open()
         tables: list[Mapping[Any, bytes]] = [self._runtimes, self._handles, self._checkpoints, self._requests,
+                                             self._versions,
                                              *self._messages.values(), *self._events.values()]
         size = sum(len(raw) for table in tables for raw in table.values())
         return StoreInfo(path=":memory:", size_bytes=size, map_size_bytes=0, format_version=FORMAT_VERSION)
@@ -219,6 +232,7 @@ def _stage(batch: Batch) -> _Staged:
         messages=[(rid, hid, i, _dump_message(rid, hid, i, msg)) for rid, hid, i, msg in batch.messages],
         checkpoints=_pairs(Table.CHECKPOINTS, batch.checkpoints),
         requests=_pairs(Table.REQUESTS, batch.requests),
+        versions=_pairs(Table.VERSIONS, batch.versions),
         events=[(e.runtime_id, e.seq, _dump_event(e)) for e in batch.events],
         drop_events=list(batch.drop_events),
     )

@@ -20,7 +20,7 @@ import psycopg
 
 from ..errors import FormatTooNew
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # the SQLSTATE tn_fence raises when a commit's lease no longer holds (a class of our own)
 FENCE_SQLSTATE = "TN001"
 _LOCK_KEY = 0x746E7363  # "tnsc": the advisory lock that serialises migrations
@@ -106,11 +106,16 @@ MIGRATIONS: list[list[str]] = [
               END IF;
             END $$""",
     ],
+    [  # 6: a runtime's registry versions (``engine.versions``), one row per distinct registry
+        f"CREATE TABLE IF NOT EXISTS tn_versions (rid {K}, vid {K}, value bytea NOT NULL, "
+        "PRIMARY KEY (rid, vid))",
+    ],
 ]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 # every table keyed by runtime, for purge
-RUNTIME_TABLES = ("tn_runtimes", "tn_handles", "tn_messages", "tn_checkpoints", "tn_requests", "tn_events")
+RUNTIME_TABLES = ("tn_runtimes", "tn_handles", "tn_messages", "tn_checkpoints", "tn_requests", "tn_events",
+                  "tn_versions")
 
 
 def stored_version(conn: psycopg.Connection[tuple[object, ...]]) -> int:

@@ -158,6 +158,14 @@ class PgStore:
         return self._one(Table.REQUESTS, "SELECT rid, value FROM tn_requests WHERE rid = %s AND qid = %s",
                          runtime_id, request_id)
 
+    def get_version(self, runtime_id: str, version_key: str) -> JSON | None:
+        return self._one(Table.VERSIONS, "SELECT rid, value FROM tn_versions WHERE rid = %s AND vid = %s",
+                         runtime_id, version_key)
+
+    def versions(self, runtime_id: str) -> list[JSON]:
+        rows = self._query("SELECT vid, value FROM tn_versions WHERE rid = %s ORDER BY vid", runtime_id)
+        return [_decode(Table.VERSIONS, codec.pair_key(runtime_id, str(k)), v) for k, v in rows]
+
     def events(self, runtime_id: str, after_seq: int = 0, limit: int = 1000,
                max_bytes: int | None = None) -> list[Event]:
         if limit <= 0:

@@ -55,13 +55,15 @@ SQL = {
     "handles": _upsert("tn_handles", ("rid", "hid"), _HANDLE_COLS),
     "checkpoints": _upsert("tn_checkpoints", ("rid", "hid")),
     "requests": _upsert("tn_requests", ("rid", "qid")),
+    "versions": _upsert("tn_versions", ("rid", "vid")),
     "messages": _upsert("tn_messages", ("rid", "hid", "idx")),
     "events": _upsert("tn_events", ("rid", "seq")),
 }
 DELETE = {"runtimes": "DELETE FROM tn_runtimes WHERE rid = %s",
           "handles": "DELETE FROM tn_handles WHERE rid = %s AND hid = %s",
           "checkpoints": "DELETE FROM tn_checkpoints WHERE rid = %s AND hid = %s",
-          "requests": "DELETE FROM tn_requests WHERE rid = %s AND qid = %s"}
+          "requests": "DELETE FROM tn_requests WHERE rid = %s AND qid = %s",
+          "versions": "DELETE FROM tn_versions WHERE rid = %s AND vid = %s"}
 
 
 def prepare(batch: Batch) -> list[Step]:
@@ -86,6 +88,7 @@ def prepare(batch: Batch) -> list[Step]:
     steps.append((SQL["messages"], messages))
     steps += _keyed(Table.CHECKPOINTS, batch.checkpoints, codec.pair_key)
     steps += _keyed(Table.REQUESTS, batch.requests, codec.pair_key)
+    steps += _keyed(Table.VERSIONS, batch.versions, codec.pair_key)
     events = []
     for event in batch.events:
         key, value = codec.encode_event(event)

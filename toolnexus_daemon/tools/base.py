@@ -27,6 +27,10 @@ class ToolInvocation:
     take_timeout_ms: int = 30_000
     # the W3C trace context of the call's span, sent as the ``traceparent`` header ("" = none)
     traceparent: str = ""
+    # the registry version of the calling handle, and whether it is the runtime's latest: a native
+    # call goes to a worker that serves that version (docs/versions.md)
+    version: int = 0
+    latest: bool = True
 
     @property
     def action_id(self) -> str:

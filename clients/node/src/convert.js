@@ -74,7 +74,15 @@ export function snapshotFromPb(m) {
     },
     depth: m.depth,
     definitionChanged: (m.definition_changed ?? []).map(definitionChangeFromPb),
+    version: m.version,
   };
+}
+
+/** One registry version of a runtime, with how many handles are pinned to it (ListVersions). */
+export function versionUseFromPb(m) {
+  const v = m.version ?? {};
+  return { number: v.number ?? 0, digest: v.digest ?? '', createdAt: v.created_at ?? '', handles: m.handles,
+    latest: m.latest };
 }
 
 /** What changed, since a handle suspended, in what its answer will be fed to. */
@@ -137,6 +145,8 @@ export function infoFromPb(m) {
     listen: [...(m.listen ?? [])],
     config: { ...(m.config ?? {}) },
     metricsAddress: m.metrics_address ?? '',
+    runtimeVersion: m.runtime_version ?? 0,
+    versionsWithoutWorker: [...(m.versions_without_worker ?? [])],
   };
 }
 

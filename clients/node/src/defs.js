@@ -214,7 +214,7 @@ const BUDGET_FIELDS = ['max_turns', 'max_tokens', 'max_tool_calls', 'max_wall_ms
 const LLM_FIELDS = ['style', 'base_url', 'model', 'api_key_env', 'headers', 'retries', 'timeout_ms', 'stream',
   'request_params', 'max_tokens'];
 const OPTION_FIELDS = ['max_concurrent_turns', 'inbox_cap', 'close_grace_ms', 'tool_timeout_ms', 'wait_for',
-  'event_retention', 'max_turns', 'pending_ttl_ms', 'answer_link'];
+  'event_retention', 'max_turns', 'pending_ttl_ms', 'answer_link', 'version_policy', 'version_grace_ms'];
 
 const snake = (key) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const camel = (key) => key.replace(/_([a-z])/g, (_, c) => c.toUpperCase());

@@ -107,6 +107,8 @@ export interface HandleSnapshot {
   depth: number;
   /** What changed since the handle suspended in what its answer will be fed to (empty otherwise). */
   definitionChanged: DefinitionChange[];
+  /** The registry version this handle runs. */
+  version: number;
 }
 
 /**
@@ -184,6 +186,10 @@ export interface Info {
   limits: Record<string, number>;
   runtimes: number;
   formatVersion: string;
+  /** Asked for a runtime (`runtime.info()`): its latest registry version. */
+  runtimeVersion: number;
+  /** Asked for a runtime: the registry versions whose native calls wait for a worker serving them. */
+  versionsWithoutWorker: number[];
   /** The addresses the daemon listens on, ports resolved. */
   listen: string[];
   /** The effective configuration by flag name; secrets read "<redacted>". */
@@ -392,6 +398,10 @@ export interface RuntimeOptions {
   pendingTtlMs?: number;
   /** Every suspension of the runtime gets `request.answerUrl`. */
   answerLink?: boolean;
+  /** Which registry version an idle handle's next wake runs: 'pinned' (default) or 'latest'. */
+  versionPolicy?: 'pinned' | 'latest';
+  /** An unused, not-latest registry version is deleted this long after it was last used (default one day). */
+  versionGraceMs?: number;
 }
 
 /** The model call a `transport` receives: `{body}`, an OpenAI chat-completions request. */
@@ -441,6 +451,36 @@ export interface NewOptions {
   /** How long to wait for the worker stream's Welcome (default 10000). */
   connectTimeoutMs?: number;
   logger?: Logger;
+  /** The registry versions whose native tools this worker serves; empty = the latest. */
+  workerVersions?: number[];
+}
+
+/** `Runtime.serve`: serve an older build's tools for the registry versions it deployed, without a New. */
+export interface ServeOptions {
+  target?: string | null;
+  registry: Registry;
+  runtimeId: string;
+  versions: number[];
+  transport?: Transport | null;
+  token?: string | null;
+  runtimeKey?: string | null;
+  credentials?: ChannelCredentials | null;
+  channelOptions?: ChannelOptions;
+  workerId?: string | null;
+  connectTimeoutMs?: number;
+  logger?: Logger;
+}
+
+/** One registry version of a runtime (`runtime.versions()`). */
+export interface VersionUse {
+  number: number;
+  /** sha256 hex of the canonical registry. */
+  digest: string;
+  /** RFC 3339. */
+  createdAt: string;
+  /** Handles pinned to it (root excluded). */
+  handles: number;
+  latest: boolean;
 }
 
 // ------------------------------------------------------------------ runtime
@@ -479,9 +519,13 @@ export declare const VERSION: string;
 export declare class Runtime {
   /** Create a runtime (or reattach to `runtimeId`) and start serving its tools and model. */
   static new(options: NewOptions): Promise<Runtime>;
+  /** Serve an older build's tools for the registry versions it deployed, without a New. */
+  static serve(options: ServeOptions): Promise<Runtime>;
   readonly id: string;
   readonly root: string;
   readonly reattached: boolean;
+  /** The runtime's latest registry version once New returned (0 from serve). */
+  readonly version: number;
   readonly metadata: Metadata;
   /** The worker stream serving this process's tools/model/resolver (null if it serves nothing). */
   readonly worker: WorkerStream | null;
@@ -491,15 +535,17 @@ export declare class Runtime {
   spawn(parent: string, agent: string,
     options: { budget?: Budget | null; prompt: string; waitMs?: number | null }): Promise<Woken>;
   /** idle→running; resolves once durable, to true if the wake was queued. */
-  wake(handle: string, prompt: string, options?: { waitMs?: null }): Promise<boolean>;
+  wake(handle: string, prompt: string, options?: { waitMs?: null; upgrade?: boolean }): Promise<boolean>;
   /** Wake and wait up to `waitMs` for the settled result of the turn it started, in one call. */
-  wake(handle: string, prompt: string, options: { waitMs: number }): Promise<Woken>;
+  wake(handle: string, prompt: string, options: { waitMs: number; upgrade?: boolean }): Promise<Woken>;
   /** The next result (or the last one of a settled handle); a `timeout` result after timeoutMs. */
   wait(handle: string, options?: number | { timeoutMs?: number | null }): Promise<TaskResult>;
   /** Answer a pending Request (routed by `answer.id`); resolves once the cascade settles. */
   resume(answer: AnswerInit, options?: { handle?: string | null; noWait?: boolean;
-    acceptChangedDefinition?: boolean }): Promise<ResumeResult>;
+    acceptChangedDefinition?: boolean; upgrade?: boolean }): Promise<ResumeResult>;
   snapshot(handle: string): Promise<HandleSnapshot>;
+  /** The runtime's registry versions, oldest first, with how many handles each holds. */
+  versions(): Promise<VersionUse[]>;
   watch(options?: WatchOptions): EventStream;
   /** Append an inbox item for the handle's next wake. */
   post(handle: string, text: string, options?: { from?: string; channel?: string }): Promise<PostResult>;
@@ -533,6 +579,8 @@ export interface PendingItem {
   createdAt: string;
   expiresAt: string | null;
   agent: string;
+  /** The registry version the leaf runs: the one its answer is fed to. */
+  version: number;
 }
 
 export interface PendingPage {
@@ -548,6 +596,10 @@ export interface RuntimeSummary {
   handles: Record<string, number>;
   pending: number;
   keyed: boolean;
+  /** The latest registry version. */
+  version: number;
+  /** Versions whose native calls wait for a worker that serves them. */
+  versionsWithoutWorker: number[];
 }
 
 export interface RuntimePage {

@@ -20,12 +20,13 @@ export function pendingItemFromPb(m) {
     createdAt: m.created_at,
     expiresAt: m.expires_at || null,
     agent: m.agent,
+    version: m.version,
   };
 }
 
 export function runtimeSummaryFromPb(m) {
   return { runtimeId: m.runtime_id, createdAt: m.created_at, handles: { ...m.handles }, pending: m.pending,
-    keyed: m.keyed };
+    keyed: m.keyed, version: m.version, versionsWithoutWorker: [...(m.versions_without_worker ?? [])] };
 }
 
 export function pendingChangeFromPb(m) {

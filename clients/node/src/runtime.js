@@ -106,11 +106,13 @@ export function fromEnv(value, name, fallback) {
 
 /** A connected runtime; build it with `Runtime.new(...)`. */
 export class Runtime {
-  constructor({ client, runtimeId, root, reattached, metadata, worker }) {
+  constructor({ client, runtimeId, root, reattached, metadata, worker, version = 0 }) {
     this.client = client;
     this.id = runtimeId;
     this.root = root;
     this.reattached = reattached;
+    // the runtime's latest registry version once New returned (docs/versions.md); 0 from serve()
+    this.version = version;
     this.metadata = metadata;
     this.worker = worker;
     this.calls = new OpenCalls();
@@ -123,7 +125,7 @@ export class Runtime {
   static async new({
     target = null, registry, transport = null, llm = null, runtimeId = null, options = null,
     waitFor = null, token = null, runtimeKey = null, credentials = null, channelOptions = {},
-    workerId: wid = null, connectTimeoutMs = 10_000, logger = defaultLogger,
+    workerId: wid = null, connectTimeoutMs = 10_000, logger = defaultLogger, workerVersions = [],
   } = {}) {
     if (!(registry instanceof Registry)) {
       throw new TypeError('Runtime.new needs a registry (registry(agent(...), ...))');
@@ -154,12 +156,53 @@ export class Runtime {
           resolver: Boolean(waitFor),
           // an empty `tools` alone means "every native tool": say so when this worker serves none
           no_tools: tools.size === 0,
+          // the registry versions served; none: the latest
+          versions: [...new Set(workerVersions)].sort((a, b) => a - b),
         };
         worker = new WorkerStream({ client, hello, dispatcher, metadata, logger: log });
         await worker.start(connectTimeoutMs);
       }
       return new Runtime({ client, runtimeId: reply.runtime_id, root: reply.root, reattached: reply.reattached,
-        metadata, worker });
+        metadata, worker, version: reply.version?.number ?? 0 });
+    } catch (err) {
+      closeClient(client);
+      throw err;
+    }
+  }
+
+  /**
+   * Serve the native tools of `registry` for the registry `versions` of an existing runtime,
+   * without a New (which would make `registry` the latest version): an older build of the app keeps
+   * serving the handles still pinned to its version while a newer build serves the latest.
+   * @param {import('./index.js').ServeOptions} options
+   */
+  static async serve({
+    target = null, registry, runtimeId, versions, transport = null, token = null, runtimeKey = null,
+    credentials = null, channelOptions = {}, workerId: wid = null, connectTimeoutMs = 10_000,
+    logger = defaultLogger,
+  } = {}) {
+    if (!(registry instanceof Registry)) {
+      throw new TypeError('Runtime.serve needs the registry whose tools it serves');
+    }
+    if (!runtimeId || !Array.isArray(versions) || versions.length === 0) {
+      throw new TypeError('Runtime.serve needs runtimeId and the registry versions it serves (runtime.version '
+        + 'of the New that deployed them)');
+    }
+    const tools = registry.nativeTools();
+    const log = { ...SILENT, ...defaultLogger, ...logger };
+    target = fromEnv(target, 'TOOLNEXUS_TARGET', DEFAULT_TARGET);
+    const metadata = makeMetadata(fromEnv(token, 'TOOLNEXUS_TOKEN', null), runtimeKey);
+    const { AgentRuntime } = loadContract();
+    const client = new AgentRuntime(target, credentials ?? grpc.credentials.createInsecure(),
+      { ...CHANNEL_OPTIONS, ...channelOptions });
+    try {
+      const dispatcher = new Dispatcher({ runtimeId, tools, transport, resolver: null, logger: log });
+      const hello = { runtime_id: runtimeId, worker_id: wid ?? workerId(), tools: [...tools.keys()].sort(),
+        llm: Boolean(transport), resolver: false, no_tools: tools.size === 0,
+        versions: [...new Set(versions)].sort((a, b) => a - b) };
+      const worker = new WorkerStream({ client, hello, dispatcher, metadata, logger: log });
+      await worker.start(connectTimeoutMs);
+      return new Runtime({ client, runtimeId, root: 'root', reattached: true, metadata, worker });
     } catch (err) {
       closeClient(client);
       throw err;
@@ -191,8 +234,8 @@ export class Runtime {
    * is the settled result of the turn it started (a queued wake: the turn that consumes it) or a
    * `timeout` result; the daemon registers that wait before it acknowledges the wake.
    */
-  async wake(handle, prompt, { waitMs = null } = {}) {
-    const request = { runtime_id: this.id, handle, prompt, wait_ms: fusedWaitMs(waitMs) };
+  async wake(handle, prompt, { waitMs = null, upgrade = false } = {}) {
+    const request = { runtime_id: this.id, handle, prompt, wait_ms: fusedWaitMs(waitMs), upgrade: Boolean(upgrade) };
     const reply = await this.rpc('Wake', request, fusedDeadline(request.wait_ms));
     return waitMs === null || waitMs === undefined ? reply.queued : convert.wokenFromPb(handle, reply);
   }
@@ -213,12 +256,20 @@ export class Runtime {
    * Answer a pending Request (routed by `answer.id`) and resolve once the cascade settles
    * (with `noWait`, once the answer is durably accepted). A suspended tool whose definition
    * changed since it suspended (`snapshot(h).definitionChanged`) is refused with
-   * FailedPrecondition unless `acceptChangedDefinition` is set.
+   * FailedPrecondition unless `acceptChangedDefinition` is set. The handles answer on their own
+   * registry version; `upgrade` moves them to the latest first (refused when a suspended tool
+   * changed there, unless `acceptChangedDefinition`).
    */
-  async resume(answer, { handle = null, noWait = false, acceptChangedDefinition = false } = {}) {
+  async resume(answer, { handle = null, noWait = false, acceptChangedDefinition = false, upgrade = false } = {}) {
     const request = { runtime_id: this.id, answer: convert.answerToPb(toAnswer(answer)), handle: handle ?? '',
-      no_wait: noWait, accept_changed_definition: Boolean(acceptChangedDefinition) };
+      no_wait: noWait, accept_changed_definition: Boolean(acceptChangedDefinition), upgrade: Boolean(upgrade) };
     return convert.resumeFromPb(await this.rpc('Resume', request));
+  }
+
+  /** The runtime's registry versions, oldest first, with how many handles each holds. */
+  async versions() {
+    const reply = await this.rpc('ListVersions', { runtime_id: this.id });
+    return (reply.versions ?? []).map(convert.versionUseFromPb);
   }
 
   /** A read-only view of one handle. */

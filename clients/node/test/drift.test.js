@@ -1,6 +1,7 @@
 // Definition drift through the Node client (docs/protocol.md §11): the tool `charge` suspends, a
-// second client reattaches with a changed input schema, and resume is refused — naming the
-// difference, consuming nothing — until called with `acceptChangedDefinition`. An unchanged
+// second client reattaches with a changed input schema, and a resume that upgrades the handle to
+// that new version is refused — naming the difference, consuming nothing — until called with
+// `acceptChangedDefinition` (without `upgrade` the handle answers on its own version: versions.test.js). An unchanged
 // registry resumes as before; a changed soul or model is reported and does not refuse.
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -60,7 +61,7 @@ describe('definition drift', () => {
         summary: 'tool "charge" input schema changed: removed currency; retyped amount (number → string)',
       });
       for (let i = 0; i < 2; i += 1) { // nothing consumed: the same refusal again
-        await assert.rejects(rt.resume({ id: req, ok: true }), (err) => {
+        await assert.rejects(rt.resume({ id: req, ok: true }, { upgrade: true }), (err) => {
           assert.ok(err instanceof FailedPrecondition);
           assert.equal(err.message, `tool "charge" changed since request "${req}" suspended: input schema `
             + 'removed currency; retyped amount (number → string); resume with accept_changed_definition '
@@ -98,7 +99,7 @@ describe('definition drift', () => {
       const changed = (await rt.snapshot(handle)).definitionChanged;
       assert.deepEqual(changed.map((c) => [c.part, c.change, c.refusesResume]),
         [['soul', 'changed', false], ['model', 'changed', false]]);
-      const { result } = await rt.resume({ id: req, ok: true });
+      const { result } = await rt.resume({ id: req, ok: true }, { upgrade: true });
       assert.equal(result.text, 'charged');
     } finally {
       await rt.detach();

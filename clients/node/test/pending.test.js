@@ -79,7 +79,7 @@ describe('Daemon against a scripted server', () => {
         request: { id: 'req-0', kind: 'approval', prompt: 'ok 0?', url: null, data: null, expiresAt: null,
           ...(page.items[0].request.answerUrl === undefined ? {} : { answerUrl: page.items[0].request.answerUrl }) },
         runtimeId: 'rt-1', handle: 'root/a.0', topHandle: 'root/a.0', createdAt: '2026-01-01T00:00:00Z',
-        expiresAt: null, agent: 'a',
+        expiresAt: null, agent: 'a', version: 0,
       });
       const sent = seen.requests.at(-1);
       assert.deepEqual([sent.runtime_id, sent.kind, Number(sent.min_age_ms), Number(sent.max_age_ms), sent.page_size],

@@ -53,6 +53,7 @@ from ._types import (
     TaskResult,
     ToolResult,
     Usage,
+    VersionUse,
     Woken,
 )
 from ._watch import EventStream
@@ -89,5 +90,5 @@ __all__ = [
     "PendingStream", "PermissionDenied", "PostResult", "Registry", "Request", "Resolver",
     "ResourceExhausted", "ResumeResult", "Runtime", "RuntimePage", "RuntimeSummary", "Status", "TaskResult",
     "Tool", "ToolResult", "ToolnexusError", "Transport", "Unauthenticated",
-    "Unavailable", "Unimplemented", "Usage", "Woken", "agent", "registry",
+    "Unavailable", "Unimplemented", "Usage", "VersionUse", "Woken", "agent", "registry",
 ]

@@ -80,12 +80,14 @@ def new_worker_id() -> str:
     return f"py-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def worker_hello(dispatcher: Any, worker_id: str | None) -> pb.WorkerHello:
-    """The hello of a worker serving exactly its dispatcher's tools (and its transport / resolver)."""
+def worker_hello(dispatcher: Any, worker_id: str | None, versions: Iterable[int] = ()) -> pb.WorkerHello:
+    """The hello of a worker serving exactly its dispatcher's tools (and its transport / resolver),
+    for the registry ``versions`` named (none: the runtime's latest)."""
     names = sorted(dispatcher.tools)
     return pb.WorkerHello(runtime_id=dispatcher.runtime_id, worker_id=worker_id or new_worker_id(),
                           tools=names, llm=dispatcher.transport is not None,
-                          resolver=dispatcher.resolver is not None, no_tools=not names)
+                          resolver=dispatcher.resolver is not None, no_tools=not names,
+                          versions=sorted(set(versions)))
 
 
 # ------------------------------------------------------------ requests of the verbs
@@ -115,9 +117,10 @@ def spawn_request(runtime_id: str, parent: str, agent: str, budget: Budget | Map
     return request
 
 
-def wake_request(runtime_id: str, handle: str, prompt: str, wait: float | None) -> pb.WakeRequest:
+def wake_request(runtime_id: str, handle: str, prompt: str, wait: float | None,
+                 upgrade: bool = False) -> pb.WakeRequest:
     return pb.WakeRequest(runtime_id=runtime_id, handle=handle, prompt=prompt,
-                          wait_ms=0 if wait is None else wait_ms(wait))
+                          wait_ms=0 if wait is None else wait_ms(wait), upgrade=upgrade)
 
 
 def wait_request(runtime_id: str, handle: str, timeout: float | None) -> tuple[pb.WaitRequest, float | None]:
@@ -128,10 +131,11 @@ def wait_request(runtime_id: str, handle: str, timeout: float | None) -> tuple[p
 
 
 def resume_request(runtime_id: str, answer: Answer | Mapping[str, Any], handle: str | None,
-                   no_wait: bool, accept_changed_definition: bool = False) -> pb.ResumeRequest:
+                   no_wait: bool, accept_changed_definition: bool = False,
+                   upgrade: bool = False) -> pb.ResumeRequest:
     return pb.ResumeRequest(runtime_id=runtime_id, answer=convert.answer_to_pb(Answer.of(answer)),
                             handle=handle or "", no_wait=no_wait,
-                            accept_changed_definition=accept_changed_definition)
+                            accept_changed_definition=accept_changed_definition, upgrade=upgrade)
 
 
 def watch_request(runtime_id: str, after_seq: int, types: Iterable[str] | None,

@@ -33,6 +33,7 @@ from ._types import (
     TaskResult,
     ToolResult,
     Usage,
+    VersionUse,
     Woken,
 )
 
@@ -120,7 +121,14 @@ def snapshot_from_pb(message: pb.HandleSnapshot) -> HandleSnapshot:
         usage_total=message.usage_total, turns_total=message.turns_total,
         pending=_optional_request(message, "pending"), inbox=inbox, task_key=message.task_key,
         usage=usage, depth=message.depth, usage_estimated=message.usage_estimated,
-        definition_changed=tuple(definition_change_from_pb(c) for c in message.definition_changed))
+        definition_changed=tuple(definition_change_from_pb(c) for c in message.definition_changed),
+        version=message.version)
+
+
+def version_use_from_pb(message: pb.VersionUse) -> VersionUse:
+    v = message.version
+    return VersionUse(number=v.number, digest=v.digest, created_at=v.created_at, handles=message.handles,
+                      latest=message.latest)
 
 
 def definition_change_from_pb(message: pb.DefinitionChange) -> DefinitionChange:
@@ -149,7 +157,9 @@ def resume_from_pb(message: pb.ResumeResponse) -> ResumeResult:
 def info_from_pb(message: pb.InfoResponse) -> Info:
     return Info(version=message.version, store_path=message.store_path,
                 store_size_bytes=message.store_size_bytes, limits=dict(message.limits),
-                runtimes=message.runtimes, format_version=message.format_version)
+                runtimes=message.runtimes, format_version=message.format_version,
+                runtime_version=message.runtime_version,
+                versions_without_worker=tuple(message.versions_without_worker))
 
 
 def inbox_item_to_pb(sender: str, channel: str, text: str) -> pb.InboxItem:

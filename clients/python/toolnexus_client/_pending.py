@@ -36,6 +36,8 @@ class PendingItem:
     created_at: str = ""
     expires_at: str | None = None
     agent: str = ""
+    # the registry version the leaf runs: the one its answer is fed to
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,13 +51,16 @@ class PendingPage:
 @dataclass(frozen=True)
 class RuntimeSummary:
     """A runtime as ``list_runtimes`` shows it: handle counts by state (root excluded) and open
-    suspensions; ``keyed`` when it is protected by a runtime key."""
+    suspensions; ``keyed`` when it is protected by a runtime key; its latest registry ``version``
+    and the versions whose native calls wait for a worker (``versions_without_worker``)."""
 
     runtime_id: str
     created_at: str = ""
     handles: dict[str, int] = field(default_factory=dict)
     pending: int = 0
     keyed: bool = False
+    version: int = 0
+    versions_without_worker: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ def watch_pending_request(runtime_id: str | None, kind: str | None) -> pb.WatchP
 def item_from_pb(message: pb.PendingItem) -> PendingItem:
     return PendingItem(request=convert.request_from_pb(message.request), runtime_id=message.runtime_id,
                        handle=message.handle, top_handle=message.top_handle, created_at=message.created_at,
-                       expires_at=message.expires_at or None, agent=message.agent)
+                       expires_at=message.expires_at or None, agent=message.agent, version=message.version)
 
 
 def pending_page_from_pb(reply: pb.ListPendingResponse) -> PendingPage:
@@ -111,7 +116,9 @@ def pending_page_from_pb(reply: pb.ListPendingResponse) -> PendingPage:
 
 def summary_from_pb(message: pb.RuntimeSummary) -> RuntimeSummary:
     return RuntimeSummary(runtime_id=message.runtime_id, created_at=message.created_at,
-                          handles=dict(message.handles), pending=message.pending, keyed=message.keyed)
+                          handles=dict(message.handles), pending=message.pending, keyed=message.keyed,
+                          version=message.version,
+                          versions_without_worker=tuple(message.versions_without_worker))
 
 
 def runtime_page_from_pb(reply: pb.ListRuntimesResponse) -> RuntimePage:

@@ -192,6 +192,20 @@ class HandleSnapshot:
     depth: int = 0
     usage_estimated: bool = False
     definition_changed: tuple[DefinitionChange, ...] = ()
+    # the registry version this handle runs
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class VersionUse:
+    """One registry version of a runtime (``Runtime.versions``): its number, the sha256 of its
+    registry, when a New made it, how many handles are pinned to it, and whether it is the latest."""
+
+    number: int
+    digest: str
+    created_at: str
+    handles: int
+    latest: bool
 
 
 @dataclass(frozen=True)
@@ -241,6 +255,9 @@ class Info:
     limits: dict[str, int]
     runtimes: int
     format_version: str
+    # with a runtime: its latest registry version, and the versions whose native calls wait for a worker
+    runtime_version: int = 0
+    versions_without_worker: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ class LlmConfig(_message.Message):
     def __init__(self, style: _Optional[str] = ..., base_url: _Optional[str] = ..., model: _Optional[str] = ..., api_key_env: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., retries: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., stream: _Optional[bool] = ..., request_params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_tokens: _Optional[int] = ...) -> None: ...
 
 class RuntimeOptions(_message.Message):
-    __slots__ = ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms", "wait_for", "event_retention", "max_turns", "answer_link", "pending_ttl_ms")
+    __slots__ = ("max_concurrent_turns", "inbox_cap", "close_grace_ms", "tool_timeout_ms", "wait_for", "event_retention", "max_turns", "answer_link", "pending_ttl_ms", "version_policy", "version_grace_ms")
     MAX_CONCURRENT_TURNS_FIELD_NUMBER: _ClassVar[int]
     INBOX_CAP_FIELD_NUMBER: _ClassVar[int]
     CLOSE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +157,8 @@ class RuntimeOptions(_message.Message):
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     ANSWER_LINK_FIELD_NUMBER: _ClassVar[int]
     PENDING_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
     max_concurrent_turns: int
     inbox_cap: int
     close_grace_ms: int
@@ -166,7 +168,9 @@ class RuntimeOptions(_message.Message):
     max_turns: int
     answer_link: bool
     pending_ttl_ms: int
-    def __init__(self, max_concurrent_turns: _Optional[int] = ..., inbox_cap: _Optional[int] = ..., close_grace_ms: _Optional[int] = ..., tool_timeout_ms: _Optional[int] = ..., wait_for: _Optional[bool] = ..., event_retention: _Optional[int] = ..., max_turns: _Optional[int] = ..., answer_link: _Optional[bool] = ..., pending_ttl_ms: _Optional[int] = ...) -> None: ...
+    version_policy: str
+    version_grace_ms: int
+    def __init__(self, max_concurrent_turns: _Optional[int] = ..., inbox_cap: _Optional[int] = ..., close_grace_ms: _Optional[int] = ..., tool_timeout_ms: _Optional[int] = ..., wait_for: _Optional[bool] = ..., event_retention: _Optional[int] = ..., max_turns: _Optional[int] = ..., answer_link: _Optional[bool] = ..., pending_ttl_ms: _Optional[int] = ..., version_policy: _Optional[str] = ..., version_grace_ms: _Optional[int] = ...) -> None: ...
 
 class Request(_message.Message):
     __slots__ = ("id", "kind", "prompt", "url", "data", "expires_at", "answer_url")
@@ -238,7 +242,7 @@ class InboxItem(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., text: _Optional[str] = ..., **kwargs) -> None: ...
 
 class HandleSnapshot(_message.Message):
-    __slots__ = ("id", "agent", "state", "parent", "children", "last_result", "usage_total", "turns_total", "pending", "inbox", "task_key", "usage", "depth", "usage_estimated", "definition_changed")
+    __slots__ = ("id", "agent", "state", "parent", "children", "last_result", "usage_total", "turns_total", "pending", "inbox", "task_key", "usage", "depth", "usage_estimated", "definition_changed", "version")
     ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +258,7 @@ class HandleSnapshot(_message.Message):
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     USAGE_ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     DEFINITION_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     id: str
     agent: str
     state: str
@@ -269,7 +274,18 @@ class HandleSnapshot(_message.Message):
     depth: int
     usage_estimated: bool
     definition_changed: _containers.RepeatedCompositeFieldContainer[DefinitionChange]
-    def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ..., usage_estimated: _Optional[bool] = ..., definition_changed: _Optional[_Iterable[_Union[DefinitionChange, _Mapping]]] = ...) -> None: ...
+    version: int
+    def __init__(self, id: _Optional[str] = ..., agent: _Optional[str] = ..., state: _Optional[str] = ..., parent: _Optional[str] = ..., children: _Optional[_Iterable[str]] = ..., last_result: _Optional[_Union[TaskResult, _Mapping]] = ..., usage_total: _Optional[int] = ..., turns_total: _Optional[int] = ..., pending: _Optional[_Union[Request, _Mapping]] = ..., inbox: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., task_key: _Optional[str] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., depth: _Optional[int] = ..., usage_estimated: _Optional[bool] = ..., definition_changed: _Optional[_Iterable[_Union[DefinitionChange, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class RegistryVersion(_message.Message):
+    __slots__ = ("number", "digest", "created_at")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    digest: str
+    created_at: str
+    def __init__(self, number: _Optional[int] = ..., digest: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...
 
 class DefinitionChange(_message.Message):
     __slots__ = ("part", "name", "change", "added", "removed", "retyped", "refuses_resume", "summary")
@@ -306,14 +322,16 @@ class NewRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentDef, _Mapping]]] = ..., llm: _Optional[_Union[LlmConfig, _Mapping]] = ..., options: _Optional[_Union[RuntimeOptions, _Mapping]] = ..., runtime_key: _Optional[str] = ...) -> None: ...
 
 class NewResponse(_message.Message):
-    __slots__ = ("runtime_id", "root", "reattached")
+    __slots__ = ("runtime_id", "root", "reattached", "version")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     REATTACHED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     root: str
     reattached: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., root: _Optional[str] = ..., reattached: _Optional[bool] = ...) -> None: ...
+    version: RegistryVersion
+    def __init__(self, runtime_id: _Optional[str] = ..., root: _Optional[str] = ..., reattached: _Optional[bool] = ..., version: _Optional[_Union[RegistryVersion, _Mapping]] = ...) -> None: ...
 
 class SpawnRequest(_message.Message):
     __slots__ = ("runtime_id", "parent", "agent", "budget", "prompt", "wait_ms")
@@ -342,16 +360,18 @@ class SpawnResponse(_message.Message):
     def __init__(self, handle: _Optional[str] = ..., queued: _Optional[bool] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ...) -> None: ...
 
 class WakeRequest(_message.Message):
-    __slots__ = ("runtime_id", "handle", "prompt", "wait_ms")
+    __slots__ = ("runtime_id", "handle", "prompt", "wait_ms", "upgrade")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     handle: str
     prompt: str
     wait_ms: int
-    def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., prompt: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    upgrade: bool
+    def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., prompt: _Optional[str] = ..., wait_ms: _Optional[int] = ..., upgrade: _Optional[bool] = ...) -> None: ...
 
 class WakeResponse(_message.Message):
     __slots__ = ("queued", "result")
@@ -372,18 +392,20 @@ class WaitRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ResumeRequest(_message.Message):
-    __slots__ = ("runtime_id", "answer", "handle", "no_wait", "accept_changed_definition")
+    __slots__ = ("runtime_id", "answer", "handle", "no_wait", "accept_changed_definition", "upgrade")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
     NO_WAIT_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_CHANGED_DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     answer: Answer
     handle: str
     no_wait: bool
     accept_changed_definition: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ..., handle: _Optional[str] = ..., no_wait: _Optional[bool] = ..., accept_changed_definition: _Optional[bool] = ...) -> None: ...
+    upgrade: bool
+    def __init__(self, runtime_id: _Optional[str] = ..., answer: _Optional[_Union[Answer, _Mapping]] = ..., handle: _Optional[str] = ..., no_wait: _Optional[bool] = ..., accept_changed_definition: _Optional[bool] = ..., upgrade: _Optional[bool] = ...) -> None: ...
 
 class ResumeResponse(_message.Message):
     __slots__ = ("handle", "result", "duplicate")
@@ -522,7 +544,7 @@ class InfoRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address", "node", "advertise", "cluster")
+    __slots__ = ("version", "store_path", "store_size_bytes", "limits", "runtimes", "format_version", "listen", "config", "metrics_address", "node", "advertise", "cluster", "versions_without_worker", "runtime_version")
     class LimitsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -549,6 +571,8 @@ class InfoResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     ADVERTISE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_WITHOUT_WORKER_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
     version: str
     store_path: str
     store_size_bytes: int
@@ -561,7 +585,9 @@ class InfoResponse(_message.Message):
     node: str
     advertise: str
     cluster: _containers.RepeatedCompositeFieldContainer[ClusterNode]
-    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ..., node: _Optional[str] = ..., advertise: _Optional[str] = ..., cluster: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ...) -> None: ...
+    versions_without_worker: _containers.RepeatedScalarFieldContainer[int]
+    runtime_version: int
+    def __init__(self, version: _Optional[str] = ..., store_path: _Optional[str] = ..., store_size_bytes: _Optional[int] = ..., limits: _Optional[_Mapping[str, int]] = ..., runtimes: _Optional[int] = ..., format_version: _Optional[str] = ..., listen: _Optional[_Iterable[str]] = ..., config: _Optional[_Mapping[str, str]] = ..., metrics_address: _Optional[str] = ..., node: _Optional[str] = ..., advertise: _Optional[str] = ..., cluster: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ..., versions_without_worker: _Optional[_Iterable[int]] = ..., runtime_version: _Optional[int] = ...) -> None: ...
 
 class ListPendingRequest(_message.Message):
     __slots__ = ("runtime_id", "kind", "min_age_ms", "max_age_ms", "page_size", "page_token")
@@ -580,7 +606,7 @@ class ListPendingRequest(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., kind: _Optional[str] = ..., min_age_ms: _Optional[int] = ..., max_age_ms: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class PendingItem(_message.Message):
-    __slots__ = ("request", "runtime_id", "handle", "top_handle", "created_at", "expires_at", "agent")
+    __slots__ = ("request", "runtime_id", "handle", "top_handle", "created_at", "expires_at", "agent", "version")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     HANDLE_FIELD_NUMBER: _ClassVar[int]
@@ -588,6 +614,7 @@ class PendingItem(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     request: Request
     runtime_id: str
     handle: str
@@ -595,7 +622,8 @@ class PendingItem(_message.Message):
     created_at: str
     expires_at: str
     agent: str
-    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., top_handle: _Optional[str] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
+    version: int
+    def __init__(self, request: _Optional[_Union[Request, _Mapping]] = ..., runtime_id: _Optional[str] = ..., handle: _Optional[str] = ..., top_handle: _Optional[str] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., agent: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ListPendingResponse(_message.Message):
     __slots__ = ("items", "next_page_token")
@@ -614,7 +642,7 @@ class ListRuntimesRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class RuntimeSummary(_message.Message):
-    __slots__ = ("runtime_id", "created_at", "handles", "pending", "keyed")
+    __slots__ = ("runtime_id", "created_at", "handles", "pending", "keyed", "version", "versions_without_worker")
     class HandlesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -627,12 +655,16 @@ class RuntimeSummary(_message.Message):
     HANDLES_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     KEYED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_WITHOUT_WORKER_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     created_at: str
     handles: _containers.ScalarMap[str, int]
     pending: int
     keyed: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., created_at: _Optional[str] = ..., handles: _Optional[_Mapping[str, int]] = ..., pending: _Optional[int] = ..., keyed: _Optional[bool] = ...) -> None: ...
+    version: int
+    versions_without_worker: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, runtime_id: _Optional[str] = ..., created_at: _Optional[str] = ..., handles: _Optional[_Mapping[str, int]] = ..., pending: _Optional[int] = ..., keyed: _Optional[bool] = ..., version: _Optional[int] = ..., versions_without_worker: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ListRuntimesResponse(_message.Message):
     __slots__ = ("runtimes", "next_page_token")
@@ -671,20 +703,44 @@ class ClusterNode(_message.Message):
     def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., runtimes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkerHello(_message.Message):
-    __slots__ = ("runtime_id", "worker_id", "tools", "llm", "resolver", "no_tools")
+    __slots__ = ("runtime_id", "worker_id", "tools", "llm", "resolver", "no_tools", "versions")
     RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
     RESOLVER_FIELD_NUMBER: _ClassVar[int]
     NO_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     runtime_id: str
     worker_id: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     llm: bool
     resolver: bool
     no_tools: bool
-    def __init__(self, runtime_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., llm: _Optional[bool] = ..., resolver: _Optional[bool] = ..., no_tools: _Optional[bool] = ...) -> None: ...
+    versions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, runtime_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., llm: _Optional[bool] = ..., resolver: _Optional[bool] = ..., no_tools: _Optional[bool] = ..., versions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListVersionsRequest(_message.Message):
+    __slots__ = ("runtime_id",)
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    runtime_id: str
+    def __init__(self, runtime_id: _Optional[str] = ...) -> None: ...
+
+class VersionUse(_message.Message):
+    __slots__ = ("version", "handles", "latest")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    HANDLES_FIELD_NUMBER: _ClassVar[int]
+    LATEST_FIELD_NUMBER: _ClassVar[int]
+    version: RegistryVersion
+    handles: int
+    latest: bool
+    def __init__(self, version: _Optional[_Union[RegistryVersion, _Mapping]] = ..., handles: _Optional[int] = ..., latest: _Optional[bool] = ...) -> None: ...
+
+class ListVersionsResponse(_message.Message):
+    __slots__ = ("versions",)
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[VersionUse]
+    def __init__(self, versions: _Optional[_Iterable[_Union[VersionUse, _Mapping]]] = ...) -> None: ...
 
 class ToolOutcome(_message.Message):
     __slots__ = ("call_id", "output", "is_error", "metadata", "pending")

@@ -121,6 +121,11 @@ class AgentRuntimeStub:
                 request_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.WatchPendingRequest.SerializeToString,
                 response_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.PendingChange.FromString,
                 _registered_method=True)
+        self.ListVersions = channel.unary_unary(
+                '/toolnexus.agents.v1.AgentRuntime/ListVersions',
+                request_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListVersionsRequest.SerializeToString,
+                response_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListVersionsResponse.FromString,
+                _registered_method=True)
 
 
 class AgentRuntimeServicer:
@@ -247,6 +252,13 @@ class AgentRuntimeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListVersions(self, request, context):
+        """The registry versions of a runtime and how many handles each holds (docs/versions.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentRuntimeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -334,6 +346,11 @@ def add_AgentRuntimeServicer_to_server(servicer, server):
                     servicer.WatchPending,
                     request_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.WatchPendingRequest.FromString,
                     response_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.PendingChange.SerializeToString,
+            ),
+            'ListVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVersions,
+                    request_deserializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListVersionsRequest.FromString,
+                    response_serializer=toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListVersionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -797,6 +814,33 @@ class AgentRuntime:
             '/toolnexus.agents.v1.AgentRuntime/WatchPending',
             toolnexus_dot_agents_dot_v1_dot_runtime__pb2.WatchPendingRequest.SerializeToString,
             toolnexus_dot_agents_dot_v1_dot_runtime__pb2.PendingChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolnexus.agents.v1.AgentRuntime/ListVersions',
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListVersionsRequest.SerializeToString,
+            toolnexus_dot_agents_dot_v1_dot_runtime__pb2.ListVersionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

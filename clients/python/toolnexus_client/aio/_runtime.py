@@ -32,6 +32,7 @@ from .._types import (
     PostResult,
     ResumeResult,
     TaskResult,
+    VersionUse,
     Woken,
 )
 from ..errors import from_rpc_error
@@ -58,6 +59,8 @@ class Runtime:
         self.id = runtime_id
         self.root = root
         self.reattached = reattached
+        # the runtime's latest registry version once New returned (docs/versions.md)
+        self.version = 0
         self._metadata = tuple(metadata)
         self.worker = worker
         self._streams: weakref.WeakSet[EventStream] = weakref.WeakSet()
@@ -68,7 +71,8 @@ class Runtime:
                   runtime_id: str | None = None, options: Mapping[str, Any] | None = None,
                   wait_for: AsyncResolver | None = None, token: str | None = None,
                   runtime_key: str | None = None, credentials: grpc.ChannelCredentials | None = None,
-                  worker_id: str | None = None, connect_timeout: float = 10.0) -> Runtime:
+                  worker_id: str | None = None, connect_timeout: float = 10.0,
+                  worker_versions: Sequence[int] = ()) -> Runtime:
         """Create a runtime (or reattach to ``runtime_id``) and start serving its tools.
 
         ``target``/``token`` default to ``$TOOLNEXUS_TARGET``/``$TOOLNEXUS_TOKEN``."""
@@ -81,11 +85,43 @@ class Runtime:
             request = convert.new_request(registry, resolved_llm, options, runtime_id, runtime_key)
             reply = await _invoke(pb_grpc.AgentRuntimeStub(channel).New, request, metadata, None)
             dispatcher = Dispatcher(reply.runtime_id, registry.native_tools(), transport, wait_for)
-            worker = await _start_worker(channel, dispatcher, metadata, worker_id, connect_timeout)
+            worker = await _start_worker(channel, dispatcher, metadata, worker_id, connect_timeout,
+                                         worker_versions)
         except BaseException:
             await channel.close()
             raise
-        return cls(channel, reply.runtime_id, reply.root, reply.reattached, metadata, worker)
+        made = cls(channel, reply.runtime_id, reply.root, reply.reattached, metadata, worker)
+        made.version = int(reply.version.number)
+        return made
+
+    @classmethod
+    async def serve(cls, target: str | None = None, registry: Registry | None = None, *, runtime_id: str,
+                    versions: Sequence[int], transport: AsyncTransport | None = None,
+                    token: str | None = None, runtime_key: str | None = None,
+                    credentials: grpc.ChannelCredentials | None = None, worker_id: str | None = None,
+                    connect_timeout: float = 10.0) -> Runtime:
+        """Serve the native tools of ``registry`` for the registry ``versions`` of an existing runtime,
+        without a New (which would make ``registry`` the latest version): an app's older build keeps
+        serving the handles still pinned to its version while a newer build serves the latest."""
+        if registry is None:
+            raise ValueError("Runtime.serve needs the registry whose tools it serves")
+        if not versions:
+            raise ValueError("Runtime.serve needs the registry versions it serves (Runtime.version of the "
+                             "New that deployed them)")
+        metadata = common.call_metadata(common.resolve_token(token), runtime_key)
+        channel = _open_channel(common.resolve_target(target), credentials)
+        try:
+            dispatcher = Dispatcher(runtime_id, registry.native_tools(), transport, None)
+            worker = await _start_worker(channel, dispatcher, metadata, worker_id, connect_timeout, versions)
+        except BaseException:
+            await channel.close()
+            raise
+        return cls(channel, runtime_id, "root", True, metadata, worker)
+
+    async def versions(self) -> builtins.list[VersionUse]:
+        """The runtime's registry versions, oldest first, with how many handles each holds."""
+        reply = await self._rpc(self._stub.ListVersions, pb.ListVersionsRequest(runtime_id=self.id))
+        return [convert.version_use_from_pb(v) for v in reply.versions]
 
     # ------------------------------------------------------------ verbs
 
@@ -108,17 +144,18 @@ class Runtime:
         return convert.woken_from_pb(reply.handle, reply) if prompt is not None else str(reply.handle)
 
     @overload
-    async def wake(self, handle: str, prompt: str, *, wait: None = None) -> bool: ...
+    async def wake(self, handle: str, prompt: str, *, wait: None = None, upgrade: bool = False) -> bool: ...
     @overload
-    async def wake(self, handle: str, prompt: str, *, wait: float) -> Woken: ...
+    async def wake(self, handle: str, prompt: str, *, wait: float, upgrade: bool = False) -> Woken: ...
 
-    async def wake(self, handle: str, prompt: str, *, wait: float | None = None) -> bool | Woken:
+    async def wake(self, handle: str, prompt: str, *, wait: float | None = None,
+             upgrade: bool = False) -> bool | Woken:
         """idle→running with ``prompt``; returns once durable (True if the wake was queued).
 
         With ``wait`` (seconds, at most an hour) it returns a ``Woken`` carrying the settled result
         of the turn it started (a queued wake: the turn that consumes it), or a ``timeout`` result,
         in one call: the daemon registers the wait before the wake is acknowledged."""
-        request = common.wake_request(self.id, handle, prompt, wait)
+        request = common.wake_request(self.id, handle, prompt, wait, upgrade)
         reply = await self._rpc(self._stub.Wake, request, common.fused_deadline(wait))
         return bool(reply.queued) if wait is None else convert.woken_from_pb(handle, reply)
 
@@ -128,12 +165,13 @@ class Runtime:
         return convert.task_result_from_pb(await self._rpc(self._stub.Wait, request, deadline))
 
     async def resume(self, answer: Answer | Mapping[str, Any], handle: str | None = None,
-                     no_wait: bool = False, accept_changed_definition: bool = False) -> ResumeResult:
+                     no_wait: bool = False, accept_changed_definition: bool = False,
+                     upgrade: bool = False) -> ResumeResult:
         """Answer a pending Request (routed by ``answer.id``) and wait for the cascade to settle.
 
         A suspended tool whose definition changed since it suspended (``snapshot(h).definition_changed``)
         is refused with FailedPrecondition unless ``accept_changed_definition`` is set."""
-        request = common.resume_request(self.id, answer, handle, no_wait, accept_changed_definition)
+        request = common.resume_request(self.id, answer, handle, no_wait, accept_changed_definition, upgrade)
         return convert.resume_from_pb(await self._rpc(self._stub.Resume, request))
 
     async def snapshot(self, handle: str) -> HandleSnapshot:
@@ -220,11 +258,11 @@ async def _invoke(method: Callable[..., Awaitable[R]], request: Any, metadata: S
 
 async def _start_worker(channel: grpc.aio.Channel, dispatcher: Dispatcher,
                         metadata: Sequence[tuple[str, str]], worker_id: str | None,
-                        timeout: float) -> WorkerStream | None:
+                        timeout: float, versions: Sequence[int] = ()) -> WorkerStream | None:
     """Open the worker stream if this process serves anything, and wait for its Welcome."""
     if not (dispatcher.tools or dispatcher.transport or dispatcher.resolver):
         return None
-    hello = common.worker_hello(dispatcher, worker_id)
+    hello = common.worker_hello(dispatcher, worker_id, versions)
     worker = WorkerStream(channel, hello, dispatcher, metadata)
     await worker.start(timeout)
     return worker
