@@ -54,7 +54,9 @@ CLOSE_TIMEOUT_S = 5.0
 # a session's HTTP connections: its GET stream, the open call's POST, an elicitation's reply POST and
 # one still being drained; past it a request waits for a connection (the client's pool timeout)
 MAX_CONNECTIONS_PER_SESSION = 8
-KEEPALIVE_S = 60.0
+# an idle connection is dropped before the 5 s after which common servers (uvicorn, Node) close
+# theirs, so a call is not sent on a connection the server is closing
+KEEPALIVE_S = 4.0
 # what is left of a response stream the SDK closes once it has its message: read this long and this
 # much at most so the connection is kept alive; past either bound the connection is closed, as before
 DRAIN_S = 0.5
