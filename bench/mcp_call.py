@@ -5,7 +5,9 @@ with the same ``ToolInvocation`` shape; both servers are subprocesses on 127.0.0
 stack (uvicorn + Starlette): ``examples/mcp_server.py``'s ``add`` over streamable HTTP, and a
 webhook app that adds the same way. The MCP session is reused across calls, as the daemon does.
 Calls alternate MCP, webhook, MCP, ... so load from other sessions falls on both; each repetition
-is the median latency of its calls, the ratio is taken per repetition, then the median.
+is the median latency of its calls, the ratio is taken per repetition, then the median. The CPU
+each call costs is reported too (this process's, during the call, and each server's over the
+repetition, from /proc): on a loaded machine it varies far less than the latency does.
 
 Run in the project's .venv (it needs mcp 2; bench/.venv holds the reference library's mcp 1):
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import subprocess
@@ -64,18 +67,32 @@ def _serve(args: list[str], port: int) -> subprocess.Popen[bytes]:
     raise SystemExit(f"{args[0]} did not start")
 
 
-async def _time(executor: McpExecutor | WebhookExecutor, tool: ToolDef, i: int) -> float:
+def _server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a server process has used so far; 0 where /proc is missing."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _time(executor: McpExecutor | WebhookExecutor, tool: ToolDef, i: int, cpu: list[float] | None = None
+                ) -> float:
     inv = ToolInvocation(runtime_id="bench", handle="root/a.1", call_id=f"bench/root/a.1/s{i}c0", tool=tool,
                          arguments={"a": i, "b": 1})
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     result = await executor.invoke(inv)
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(time.process_time() - start_cpu)
     if result.is_error or result.output != str(i + 1):
         raise SystemExit(f"{tool.name}: unexpected result {result.output!r}")
     return elapsed
 
 
-async def measure(mcp_url: str, hook_url: str, calls: int, reps: int) -> dict[str, object]:
+async def measure(mcp_url: str, hook_url: str, calls: int, reps: int, pids: tuple[int, int] = (0, 0)
+                  ) -> dict[str, object]:
     server = McpServer("bench", mcp_url)
     mcp_tool = ToolDef("bench__add", source=ToolSource.MCP, mcp=McpTarget(server, "add"))
     hook_tool = ToolDef("add", source=ToolSource.WEBHOOK, http=HttpConfig(url=hook_url))
@@ -84,20 +101,29 @@ async def measure(mcp_url: str, hook_url: str, calls: int, reps: int) -> dict[st
         for i in range(20):  # warm-up: the session, the connection pools, the servers' first requests
             await _time(mcp, mcp_tool, i)
             await _time(hook, hook_tool, i)
-        rows = []
+        rows, cpu_rows = [], []
         for rep in range(reps):
-            m, w = [], []
+            m, w, m_cpu, w_cpu = [], [], [], []
+            servers_before = [_server_cpu(pid) for pid in pids]
             for i in range(calls):
-                m.append(await _time(mcp, mcp_tool, rep * calls + i))
-                w.append(await _time(hook, hook_tool, rep * calls + i))
+                m.append(await _time(mcp, mcp_tool, rep * calls + i, m_cpu))
+                w.append(await _time(hook, hook_tool, rep * calls + i, w_cpu))
+            servers = [(_server_cpu(pid) - before) / calls
+                       for pid, before in zip(pids, servers_before, strict=True)]
             rows.append((statistics.median(m) * 1000, statistics.median(w) * 1000))
+            # per call, ms: the daemon's side (mean), the server's side (mean over the repetition)
+            cpu_rows.append((sum(m_cpu) / calls * 1000, servers[0] * 1000, sum(w_cpu) / calls * 1000,
+                             servers[1] * 1000))
     finally:
         await mcp.aclose()
         await hook.aclose()
     ratios = [a / b for a, b in rows]
+    cpu = [statistics.median(r[k] for r in cpu_rows) for k in range(4)]
     return {"mcp_ms": statistics.median(r[0] for r in rows),
             "webhook_ms": statistics.median(r[1] for r in rows), "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios), "calls": calls, "reps": reps}
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "calls": calls, "reps": reps,
+            "cpu_ms": {"mcp_daemon": cpu[0], "mcp_server": cpu[1], "webhook_daemon": cpu[2],
+                       "webhook_server": cpu[3]}}
 
 
 def main() -> int:
@@ -113,7 +139,7 @@ def main() -> int:
                _serve(["-c", WEBHOOK_APP, str(hook_port)], hook_port)]
     try:
         out = asyncio.run(measure(f"http://127.0.0.1:{mcp_port}/mcp", f"http://127.0.0.1:{hook_port}/add",
-                                  ns.calls, ns.reps))
+                                  ns.calls, ns.reps, (servers[0].pid, servers[1].pid)))
     finally:
         for proc in servers:
             proc.kill()
@@ -122,6 +148,12 @@ def main() -> int:
     print(f"MCP tool call {out['mcp_ms']:.2f} ms, webhook {out['webhook_ms']:.2f} ms (medians); "
           f"ratio {out['ratio']:.2f} (per repetition {out['ratio_min']:.2f}-{out['ratio_max']:.2f}; "
           f"{ns.reps} x {ns.calls} calls each); goal <= 1.5x {verdict}")
+    cpu: dict[str, float] = out["cpu_ms"]  # type: ignore[assignment]
+    mcp_cpu, hook_cpu = cpu["mcp_daemon"] + cpu["mcp_server"], cpu["webhook_daemon"] + cpu["webhook_server"]
+    print(f"CPU per call (ms, daemon + server): MCP {cpu['mcp_daemon']:.2f} + {cpu['mcp_server']:.2f}, "
+          f"webhook {cpu['webhook_daemon']:.2f} + {cpu['webhook_server']:.2f}; "
+          f"ratio {mcp_cpu / hook_cpu:.2f} "
+          f"(the daemon's side alone {cpu['mcp_daemon'] / cpu['webhook_daemon']:.2f})")
     return 0
 
 

@@ -58,3 +58,34 @@ async def test_the_oldest_held_call_is_let_go_past_the_limit(
         assert done.output == "not painted: the user chose decline"
     finally:
         await executor.aclose()
+
+
+def _connections_to(port: int) -> int:
+    """TCP sockets of this machine whose remote end is ``port`` (any state, so a connection closed
+    after one request still counts while it lingers in TIME_WAIT)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            next(rows)
+            for row in rows:
+                remote = row.split()[2]
+                if int(remote.rsplit(":", 1)[1], 16) == port:
+                    count += 1
+    return count
+
+
+async def test_calls_on_a_session_reuse_its_connections(mcp_server: McpServerProcess) -> None:
+    # the example server answers each call with an SSE stream, which the SDK closes as soon as it
+    # has the result: unless the rest is read, every call costs a new TCP connection
+    target = McpTarget(McpServer("example", mcp_server.url), "add")
+    tool = ToolDef("example__add", source=ToolSource.MCP, mcp=target)
+    executor = McpExecutor()
+    try:
+        for i in range(30):
+            inv = ToolInvocation("rt", "root/a.1", f"rt/root/a.1/s{i}c0", tool, {"a": i, "b": 1})
+            done = await executor.invoke(inv)
+            assert done.output == str(i + 1)
+        # the session's GET stream, its POST connection, and the handshake's at most
+        assert _connections_to(mcp_server.port) <= 4
+    finally:
+        await executor.aclose()

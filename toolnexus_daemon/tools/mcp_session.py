@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext, IncomingMessage
@@ -50,6 +51,16 @@ MAX_SESSIONS_PER_SERVER = 16
 MAX_LIST_PAGES = 100
 # leaving a session (its transport's DELETE, a stdio server's exit) must not hang the daemon
 CLOSE_TIMEOUT_S = 5.0
+# a session's HTTP connections: its GET stream, the open call's POST, an elicitation's reply POST and
+# one still being drained; past it a request waits for a connection (the client's pool timeout)
+MAX_CONNECTIONS_PER_SESSION = 8
+# an idle connection is dropped before the 5 s after which common servers (uvicorn, Node) close
+# theirs, so a call is not sent on a connection the server is closing
+KEEPALIVE_S = 4.0
+# what is left of a response stream the SDK closes once it has its message: read this long and this
+# much at most so the connection is kept alive; past either bound the connection is closed, as before
+DRAIN_S = 0.5
+DRAIN_MAX_BYTES = 65_536
 
 ElicitHandler = Callable[[ElicitRequestParams], Awaitable[ElicitResult]]
 
@@ -113,6 +124,7 @@ class Session:
                     headers=dict(self.endpoint.headers),
                     timeout=httpx2.Timeout(30.0, read=300.0),
                     event_hooks={"response": [self._response]},
+                    transport=KeepAlive(),
                 )
                 server: Any = streamable_http_client(self.endpoint.url, http_client=http)
             else:
@@ -220,6 +232,69 @@ class Session:
             with contextlib.suppress(BaseException):
                 async with asyncio.timeout(CLOSE_TIMEOUT_S + 1):
                     await self._task
+
+
+class KeepAlive(httpx2.AsyncBaseTransport):
+    """The HTTP transport of a session: httpx's pool, with response streams drained at close.
+
+    The SDK closes an SSE response as soon as it has read the JSON-RPC response on it, before the
+    server's end of stream has been read; a connection with unread body cannot be reused, so every
+    call opened a new TCP connection. Reading the little that is left (the server ends the stream
+    right after the response) returns the connection to the pool instead."""
+
+    def __init__(self) -> None:
+        limits = httpx2.Limits(
+            max_connections=MAX_CONNECTIONS_PER_SESSION,
+            max_keepalive_connections=MAX_CONNECTIONS_PER_SESSION,
+            keepalive_expiry=KEEPALIVE_S,
+        )
+        self._inner = httpx2.AsyncHTTPTransport(limits=limits)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = _Drained(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Drained(httpx2.AsyncByteStream):
+    """A response body whose unread rest is read (bounded) before it is closed."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+        self._parts = aiter(inner)
+        self._ended = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        # a loop of our own, not ``async for``: the reader stopping early must leave ``_parts``
+        # open for ``aclose`` to finish
+        while True:
+            try:
+                part = await anext(self._parts)
+            except StopAsyncIteration:
+                self._ended = True
+                return
+            yield part
+
+    async def aclose(self) -> None:
+        try:
+            if not self._ended:
+                await self._drain()
+        finally:
+            await self._inner.aclose()
+
+    async def _drain(self) -> None:
+        seen = 0
+        with contextlib.suppress(Exception), anyio.move_on_after(DRAIN_S):
+            while seen <= DRAIN_MAX_BYTES:
+                try:
+                    seen += len(await anext(self._parts))
+                except StopAsyncIteration:
+                    self._ended = True
+                    return
 
 
 @dataclass
