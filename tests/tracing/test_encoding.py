@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.util.types import AttributeValue
 
 from toolnexus_daemon.config_tracing import Tracing
 from toolnexus_daemon.observe import trace_export
@@ -23,8 +25,10 @@ from toolnexus_daemon.observe.tracing import OtelTracer, context_of, ids_of
 
 from .collector import Collector
 
-TRACE, PARENT, SPAN, LINK_TRACE, LINK_SPAN = 0x4BF92F3577B34DA6A3CE929D0E0E4736, 0xF067AA0BA902B7, 0x1234, 7, 9
-ATTRS = {"s": "x", "i": 3, "f": 1.5, "b": True, "a": ["stop", "length"]}
+TRACE, PARENT, SPAN = 0x4BF92F3577B34DA6A3CE929D0E0E4736, 0xF067AA0BA902B7, 0x1234
+LINK_TRACE, LINK_SPAN = 7, 9
+UNSAMPLED_CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"
+ATTRS: dict[str, AttributeValue] = {"s": "x", "i": 3, "f": 1.5, "b": True, "a": ["stop", "length"]}
 SCOPE = InstrumentationScope("toolnexus_daemon", "1.2.3")
 
 
@@ -96,9 +100,9 @@ def spans_of(tracer: OtelTracer, collector: Collector, parent: str) -> tuple[str
     return span.traceparent, [s.name for s in collector.spans]
 
 
-def test_a_caller_that_does_not_sample_gets_an_unsampled_span_that_is_not_exported(collector: Collector) -> None:
+def test_an_unsampled_caller_gets_an_unsampled_span_that_is_not_exported(collector: Collector) -> None:
     tracer = OtelTracer(Tracing(endpoint=collector.url), {})
-    traceparent, exported = spans_of(tracer, collector, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+    traceparent, exported = spans_of(tracer, collector, UNSAMPLED_CALLER)
     assert exported == []
     assert traceparent.startswith("00-4bf92f3577b34da6a3ce929d0e0e4736-") and traceparent.endswith("-00")
 
@@ -112,12 +116,27 @@ def test_a_sampled_span_is_exported_with_its_attributes(collector: Collector) ->
     assert span.attributes == {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1}
 
 
-def test_the_standard_sampler_variable_is_honoured(collector: Collector, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_standard_sampler_variable_is_honoured(collector: Collector,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
     tracer = OtelTracer(Tracing(endpoint=collector.url), {})
     traceparent, exported = spans_of(tracer, collector, "")
     assert exported == [] and traceparent.endswith("-00")
 
 
+def test_the_attribute_value_length_limit_is_honoured(collector: Collector,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "3")
+    tracer = OtelTracer(Tracing(endpoint=collector.url), {})
+    attrs: dict[str, AttributeValue] = {"long": "abcdef", "many": ["abcdef", "xy"], "n": 12345}
+    span = tracer.start("execute_tool t", "internal", attrs)
+    span.event("toolnexus.suspended", {"toolnexus.request.id": "abcdef"})
+    span.end()
+    tracer.shutdown()
+    (got,) = collector.spans
+    assert got.attributes == {"long": "abc", "many": ["abc", "xy"], "n": 12345}
+    assert got.events == [("toolnexus.suspended", {"toolnexus.request.id": "abc"})]
+
+
 def test_the_batch_goes_through_the_official_exporter() -> None:
-    assert issubclass(trace_export.RecordExporter, trace_export.OTLPSpanExporter)
+    assert issubclass(trace_export.RecordExporter, OTLPSpanExporter)

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span, SpanFlags
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, TraceFlags
 from opentelemetry.trace.status import StatusCode
@@ -52,9 +53,12 @@ class SpanRecord:
         self.traceparent = f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
 
 
-def fill_attributes(kvs: Any, attrs: Mapping[str, Any]) -> None:
-    """Append ``attrs`` to a repeated ``KeyValue`` field, typed as the SDK's encoder types them."""
+def fill_attributes(kvs: Any, attrs: Mapping[str, Any], limit: int | None = None) -> None:
+    """Append ``attrs`` to a repeated ``KeyValue`` field, typed as the SDK's encoder types them;
+    strings cut to ``limit`` characters when one is set (the SDK's attribute value length limit)."""
     for key, value in attrs.items():
+        if limit is not None:
+            value = truncated(value, limit)
         kv = kvs.add()
         kv.key = key
         fill_value(kv.value, value)
@@ -78,7 +82,31 @@ def fill_value(out: AnyValue, value: Any) -> None:
             fill_value(values.add(), item)
 
 
-def fill_span(out: Span, rec: SpanRecord) -> None:
+def truncated(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return value[:limit]
+    if isinstance(value, (list, tuple)):
+        return [truncated(v, limit) for v in value]
+    return value
+
+
+class Limits:
+    """The SDK's attribute value length limits (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``,
+    ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT``), applied as the batch is encoded; None: no limit.
+    (The count limits, 128 by default, are far above the dozen attributes, one event and one
+    link a span of the daemon carries.)"""
+
+    def __init__(self, limits: SpanLimits | None = None) -> None:
+        limits = limits or SpanLimits()
+        self.span: int | None = limits.max_span_attribute_length
+        self.event: int | None = limits.max_attribute_length
+
+
+NO_LIMITS = Limits(SpanLimits(max_attribute_length=SpanLimits.UNSET,
+                              max_span_attribute_length=SpanLimits.UNSET))
+
+
+def fill_span(out: Span, rec: SpanRecord, limits: Limits = NO_LIMITS) -> None:
     out.trace_id = rec.trace_id.to_bytes(16, "big")
     out.span_id = rec.span_id.to_bytes(8, "big")
     if rec.parent_id:
@@ -88,11 +116,11 @@ def fill_span(out: Span, rec: SpanRecord) -> None:
     out.kind = rec.kind  # type: ignore[assignment]  # an enum value held as its int
     out.start_time_unix_nano = rec.start_ns
     out.end_time_unix_nano = rec.end_ns
-    fill_attributes(out.attributes, rec.attrs)
+    fill_attributes(out.attributes, rec.attrs, limits.span)
     for name, at, attrs in rec.events:
         event = out.events.add()
         event.name, event.time_unix_nano = name, at
-        fill_attributes(event.attributes, attrs)
+        fill_attributes(event.attributes, attrs, limits.event)
     if rec.link is not None:
         link = out.links.add()
         link.trace_id = rec.link[0].to_bytes(16, "big")
@@ -119,12 +147,13 @@ def scope_template(resource: Resource, scope: str, version: str) -> ExportTraceS
     return request
 
 
-def encode(template: ExportTraceServiceRequest, records: Sequence[SpanRecord]) -> bytes:
+def encode(template: ExportTraceServiceRequest, records: Sequence[SpanRecord],
+           limits: Limits = NO_LIMITS) -> bytes:
     request = ExportTraceServiceRequest()
     request.CopyFrom(template)
     spans = request.resource_spans[0].scope_spans[0].spans
     for rec in records:
-        fill_span(spans.add(), rec)
+        fill_span(spans.add(), rec, limits)
     return request.SerializeToString()
 
 
@@ -134,13 +163,14 @@ class RecordExporter(OTLPSpanExporter):
     def __init__(self, endpoint: str | None, resource: Resource, scope: str, version: str) -> None:
         super().__init__(endpoint=endpoint)
         self._template = scope_template(resource, scope, version)
+        self._limits = Limits()
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         """As ``OTLPSpanExporter.export`` (its metrics, size limit and client), with our encoder."""
         if self._shutdown:
             return SpanExportResult.FAILURE
         with self._metrics.export_operation(len(spans)) as result:
-            data = encode(self._template, spans)
+            data = encode(self._template, spans, self._limits)
             if _is_request_too_large(data, self._max_request_size):
                 result.error = RequestPayloadTooLargeError(
                     f"Serialized span request size {len(data)} bytes exceeds max_request_size "
