@@ -14,6 +14,7 @@ its trace is not sampled; another ``OTEL_TRACES_SAMPLER`` is asked for each span
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -56,6 +57,7 @@ def traces_url(endpoint: str) -> str:
     return base if base.endswith(TRACES_PATH) else base + TRACES_PATH
 
 
+@functools.lru_cache(maxsize=256)  # a turn's traceparent is the parent of each of its calls' spans
 def ids_of(traceparent: str) -> tuple[int, int, int] | None:
     """(trace id, span id, flags) of a ``traceparent``; None for "" or a malformed one (as the W3C
     propagator of ``opentelemetry-api`` judges it)."""
