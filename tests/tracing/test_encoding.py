@@ -140,3 +140,15 @@ def test_the_attribute_value_length_limit_is_honoured(collector: Collector,
 
 def test_the_batch_goes_through_the_official_exporter() -> None:
     assert issubclass(trace_export.RecordExporter, OTLPSpanExporter)
+
+
+def test_an_ended_span_takes_nothing_more(collector: Collector) -> None:
+    tracer = OtelTracer(Tracing(endpoint=collector.url), {})
+    span = tracer.start("chat m", "client", {"a": "1"})
+    span.end()
+    span.set({"late": "x"})
+    span.event("late", {})
+    span.end(error="late")
+    tracer.shutdown()
+    (got,) = collector.spans
+    assert (got.attributes, got.events, got.status) == ({"a": "1"}, [], 0)

@@ -96,11 +96,15 @@ class OtelSpan:
         self._record, self._processor = record, processor
         self.traceparent = record.traceparent
 
+    # an ended record belongs to the batch thread, which may be encoding it: later calls are
+    # ignored, as the SDK ignores them on an ended span
     def set(self, attrs: Attrs) -> None:
-        self._record.attrs.update(attrs)
+        if not self._record.end_ns:
+            self._record.attrs.update(attrs)
 
     def event(self, name: str, attrs: Attrs) -> None:
-        self._record.events.append((name, time.time_ns(), dict(attrs)))
+        if not self._record.end_ns:
+            self._record.events.append((name, time.time_ns(), dict(attrs)))
 
     def end(self, error: str = "") -> None:
         rec = self._record
