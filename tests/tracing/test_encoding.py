@@ -21,7 +21,7 @@ from opentelemetry.util.types import AttributeValue
 from toolnexus_daemon.config_tracing import Tracing
 from toolnexus_daemon.observe import trace_export
 from toolnexus_daemon.observe.trace_export import KINDS, SpanRecord, encode, scope_template
-from toolnexus_daemon.observe.tracing import OtelTracer, context_of, ids_of
+from toolnexus_daemon.observe.tracing import Attrs, OtelTracer, context_of, ids_of
 
 from .collector import Collector
 
@@ -128,7 +128,7 @@ def test_the_attribute_value_length_limit_is_honoured(collector: Collector,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "3")
     tracer = OtelTracer(Tracing(endpoint=collector.url), {})
-    attrs: dict[str, AttributeValue] = {"long": "abcdef", "many": ["abcdef", "xy"], "n": 12345}
+    attrs: Attrs = {"long": "abcdef", "many": ["abcdef", "xy"], "n": 12345}
     span = tracer.start("execute_tool t", "internal", attrs)
     span.event("toolnexus.suspended", {"toolnexus.request.id": "abcdef"})
     span.end()
