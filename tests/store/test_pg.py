@@ -100,16 +100,14 @@ def test_errors_at_the_edge_mean_what_callers_can_act_on(pg_dsn: str) -> None:
 
 
 class _FlakyConn:
-    """A connection whose first transactions hit serialisation failures."""
+    """A connection whose first transactions hit serialisation failures (at the pipeline's Sync,
+    where a transaction of one round trip commits)."""
 
     def __init__(self, failures: int) -> None:
         self.failures, self.runs = failures, 0
 
-    def transaction(self) -> Any:
-        return self._ctx()
-
     def pipeline(self) -> Any:
-        return self._ctx(fail=False)
+        return self._ctx()
 
     def cursor(self) -> Any:
         return self._ctx(fail=False)

@@ -23,9 +23,13 @@ class TimedStore:
         self.inner = inner
         self._latency, self._records = latency, records
 
-    async def commit(self, batch: Batch) -> None:
+    @property
+    def commit_lanes(self) -> int:
+        return self.inner.commit_lanes
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         started = time.perf_counter()
-        await self.inner.commit(batch)
+        await self.inner.commit(batch, lane)
         self._latency.observe(time.perf_counter() - started)
         self._records.observe(batch_records(batch))
 

@@ -18,12 +18,19 @@ Tables (all keyed under a runtime id):
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..model import JSON, Event
 
 HandleKey = tuple[str, str]
+
+
+def lane_of(runtime_id: str, lanes: int) -> int:
+    """The commit lane of a runtime among ``lanes`` (``Store.commit_lanes``): the same in every
+    process and run, so one runtime's commits always take one lane."""
+    return zlib.crc32(runtime_id.encode()) % max(lanes, 1)
 
 
 @dataclass(frozen=True)
@@ -108,12 +115,18 @@ class StoreInfo:
 class Store(Protocol):
     """Durable tables with one atomic commit. Reads are synchronous and cheap."""
 
-    async def commit(self, batch: Batch) -> None:
+    # how many commits may be in flight at once, each in its own ``lane`` (PostgreSQL: a writer
+    # connection each; LMDB and memory: 1, one writer)
+    commit_lanes: int
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` atomically (and durably, if the store syncs).
 
-        Commits apply in the order they were called. Raises ``StoreFull`` when
-        the map or disk is full (nothing of the batch is kept) and
-        ``StoreError`` for any other failure.
+        Commits of one lane (``0 <= lane < commit_lanes``; others wrap) apply in the order they
+        were called; commits of different lanes may overlap and land in either order, so a
+        caller keeps everything of one runtime in one lane (``lane_of``). Raises ``StoreFull``
+        when the map or disk is full (nothing of the batch is kept) and ``StoreError`` for any
+        other failure.
         """
 
     def runtime_ids(self) -> list[str]: ...

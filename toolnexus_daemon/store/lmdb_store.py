@@ -56,7 +56,10 @@ class LmdbStore:
 
     # ------------------------------------------------------------------ writes
 
-    async def commit(self, batch: Batch) -> None:
+    # one writer: every commit, of any lane, applies in call order
+    commit_lanes = 1
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` atomically on the writer thread; return once it is committed (and synced).
 
         The batch is encoded (and so snapshotted) and queued on the calling

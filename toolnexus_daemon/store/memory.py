@@ -59,7 +59,10 @@ class MemoryStore:
         """Make the next ``commit`` raise ``error`` and keep nothing of its batch (test hook)."""
         self._fail_next = error
 
-    async def commit(self, batch: Batch) -> None:
+    # one writer: every commit, of any lane, applies in call order
+    commit_lanes = 1
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` at once, then yield once, as a commit on a writer thread would."""
         self._check_open()
         if self._fail_next is not None:

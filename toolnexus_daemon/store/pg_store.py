@@ -1,8 +1,10 @@
 """The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
 
-Commits go through ``pg_write.PgWriter`` (a writer thread with its own connection,
-one database transaction per batch, in call order), so the event loop never waits
-on a COMMIT; the engine's committer has already grouped the changes behind it.
+Commits go through ``pg_write.PgWriter``: ``COMMIT_LANES`` writer threads, each with
+its own connection, one database transaction (one round trip) per batch, in call order
+within its lane, so the event loop never waits on a COMMIT and the transactions of
+runtimes in different lanes overlap; the engine's committer has already grouped the
+changes behind each (per lane, ``base.lane_of``).
 Reads are synchronous, as the protocol wants: each is one indexed query on the
 store's reader connection (autocommit, so it sees every committed change),
 serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
@@ -33,13 +35,17 @@ from .pg_link import Link, OneConnection
 from .pg_write import PgWriter, prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
+# writer connections, each committing its lane's transactions in order: at a few ms to the database
+# a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap
+COMMIT_LANES = 4
 Conn = psycopg.Connection[tuple[object, ...]]
 
 
 class PgStore:
     """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
 
-    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True) -> None:
+    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
+                 commit_lanes: int = COMMIT_LANES) -> None:
         """Any number of daemons may open one database: each runtime's writes are fenced by its
         lease (``pg_lease``), which every daemon on PostgreSQL holds for the runtimes it serves."""
         self.link = Link(dsn, password=password, sync=sync)
@@ -56,16 +62,18 @@ class PgStore:
             log.warning("store schema migrated", extra={"store": self.link.redacted, "from_version": before,
                                                         "to_version": after})
         self._size = 0
-        self._writer = PgWriter(self.link, self._write_error)
+        self.commit_lanes = max(commit_lanes, 1)
+        self._writers = [PgWriter(self.link, self._write_error, name=f"pg-commit-{i}")
+                         for i in range(self.commit_lanes)]
         self._closed = False
 
     # ------------------------------------------------------------------ writes
 
-    async def commit(self, batch: Batch) -> None:
-        """Apply ``batch`` in one transaction on the writer thread; return once it is committed.
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
+        """Apply ``batch`` in one transaction on the writer of ``lane``; return once it is committed.
 
         As on LMDB: encoded and queued before the first await (which fixes its
-        order), and run to completion even if the awaiting task is cancelled."""
+        order in its lane), and run to completion even if the awaiting task is cancelled."""
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
         steps = prepare(batch)
@@ -73,12 +81,15 @@ class PgStore:
             return
         if not self.link.up:
             raise self.link.unavailable()
-        done = asyncio.wrap_future(self._writer.submit(cast(Any, steps)))
+        writer = self._writers[lane % self.commit_lanes]
+        done = asyncio.wrap_future(writer.submit(cast(Any, steps)))
         done.add_done_callback(_retrieve_exception)
         await asyncio.shield(done)
 
     def stats(self) -> WriterStats:
-        return self._writer.stats()
+        each = [w.stats() for w in self._writers]
+        return WriterStats(transactions=sum(s.transactions for s in each), failed=sum(s.failed for s in each),
+                           queued=sum(s.queued for s in each))
 
     def _write_error(self, exc: Exception) -> Exception:
         if isinstance(exc, StoreError):
@@ -195,7 +206,8 @@ class PgStore:
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
+        for writer in self._writers:
+            writer.close()
         self.link.close()
         with self._lock:
             self._conn.close()
