@@ -193,7 +193,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         options = (await self._runtime(request.runtime_id, context)).options if request.runtime_id else None
         live = self.facts.live_nodes
         nodes = cluster_nodes(await asyncio.to_thread(live)) if live is not None else None
-        return info_response(self._engine, self.facts, options, nodes)
+        store = await self._engine.store.read(lambda s: s.info())
+        return info_response(self._engine, self.facts, options, nodes, store)
 
     # ------------------------------------------------------------------ handles
 

@@ -3,13 +3,15 @@
 Every state change, its checkpoint and its events land in one store
 transaction, and a runtime's events are numbered and published in commit
 order. There is ONE ``Committer`` per engine, shared by all its runtimes, and it
-is the only layer that groups (per commit lane of the store: on PostgreSQL the runtimes
-are spread over a few writer connections whose transactions overlap): the changes queued (by any runtime) while a
+is the only layer that groups: the changes queued (by any runtime) while a
 transaction is being synced go down together as the next transaction — one
 fsync for all of them — so concurrent handles, of one runtime or of many, do
-not wait for each other's disk round trips. The store then writes exactly the
-one batch it is given per transaction. Each caller still returns only once its
-own change is durable, and a cancelled caller cannot tear or drop its change.
+not wait for each other's disk round trips. A store with several commit lanes
+(PostgreSQL: a writer connection each) gets a queue per lane, a runtime always in
+the lane ``lane_of`` gives it, so the transactions of different lanes overlap.
+The store then writes exactly the one batch it is given per transaction. Each
+caller still returns only once its own change is durable, and a cancelled caller
+cannot tear or drop its change.
 
 Each runtime keeps its own side (``RuntimeLog``): its next and first event seq,
 the guard its commits pass, and the barrier its readers wait on. Events get

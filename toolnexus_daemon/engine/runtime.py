@@ -272,6 +272,7 @@ class Runtime:
         the caller left meanwhile, that settle drops it."""
         async with self._resume_lock:
             await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
+            await self.requests.fetch(answer.id)  # the entry accept reads, read off the event loop
             accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition)
             top = accepted.chain[-1]
             fut = None if no_wait else self.waiter(top)

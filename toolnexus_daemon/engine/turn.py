@@ -133,13 +133,17 @@ def _tools_payload(rt: RuntimeContext, h: Handle) -> list[JSON]:
     return tools + [task_tool_payload(rt, agent)] if agent.team else tools
 
 
-def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSON:
+async def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSON:
     agent = rt.agent_of(h)
     messages: list[JSON] = [{"role": "system", "content": agent.soul}] if agent.soul else []
+    rid, hid = rt.id, h.id
     if landing is not None:  # the transcript up to the landing commit, then what it writes
-        messages += rt.deps.store.messages(rt.id, h.id, 0, landing.first) + landing.messages
+        first = landing.first
+        messages += await rt.deps.store.read(lambda s: s.messages(rid, hid, 0, first))
+        messages += landing.messages
     else:
-        messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
+        log_len = h.log_len
+        messages += await rt.deps.store.read(lambda s: s.messages(rid, hid, 0, log_len))
     body: JSON = {"model": rt.llm.model if agent.model in ("", "inherit") else agent.model}
     # request_params go first so they can never override what the loop itself owns
     body.update({k: v for k, v in {**rt.llm.request_params, **agent.request_params}.items()
@@ -161,8 +165,9 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
         landing = None
     slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
     call_id = f"{call_base(rt.id, h.id, cp.tag)}/m{h.turns_total + 1}"  # the same when re-issued
+    body = await _request_body(rt, h, landing)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=call_id,
-                           body=_request_body(rt, h, landing), take_timeout_ms=rt.options.tool_timeout_ms,
+                           body=body, take_timeout_ms=rt.options.tool_timeout_ms,
                            on_text=(lambda delta: rt.publish_text(h, delta)) if rt.llm.stream else None,
                            sleep=_acting_after(rt, slot.sleep_outside))
     try:

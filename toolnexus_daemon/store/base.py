@@ -19,12 +19,14 @@ Tables (all keyed under a runtime id):
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ..model import JSON, Event
 
 HandleKey = tuple[str, str]
+T = TypeVar("T")
 
 
 def lane_of(runtime_id: str, lanes: int) -> int:
@@ -113,11 +115,15 @@ class StoreInfo:
 
 
 class Store(Protocol):
-    """Durable tables with one atomic commit. Reads are synchronous and cheap."""
+    """Durable tables with one atomic commit. Reads are synchronous; a request path makes them
+    through ``read``, which keeps a read that waits on a network (PostgreSQL) off the event loop.
+    Calling them directly is for start-up, recovery and a handle cache miss."""
 
-    # how many commits may be in flight at once, each in its own ``lane`` (PostgreSQL: a writer
-    # connection each; LMDB and memory: 1, one writer)
-    commit_lanes: int
+    @property
+    def commit_lanes(self) -> int:
+        """How many commits may be in flight at once, each in its own ``lane`` (PostgreSQL: a
+        writer connection each; LMDB and memory: 1, one writer)."""
+        ...
 
     async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` atomically (and durably, if the store syncs).
@@ -128,6 +134,15 @@ class Store(Protocol):
         when the map or disk is full (nothing of the batch is kept) and ``StoreError`` for any
         other failure.
         """
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        """``work(store)`` off the event loop where a read waits on a network: the way every read on
+        a request path is made. ``work`` calls the synchronous reads below (one or several: they
+        share one hop). PostgreSQL runs it on one of a bounded set of reader threads, each with its
+        own connection, so reads of many runtimes overlap and none holds the event loop for a round
+        trip; LMDB and memory read in microseconds from memory-mapped pages or dicts, where a
+        thread hop would cost more than the read, so they run it inline."""
+        ...
 
     def runtime_ids(self) -> list[str]: ...
 

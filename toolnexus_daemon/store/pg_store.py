@@ -5,9 +5,12 @@ its own connection, one database transaction (one round trip) per batch, in call
 within its lane, so the event loop never waits on a COMMIT and the transactions of
 runtimes in different lanes overlap; the engine's committer has already grouped the
 changes behind each (per lane, ``base.lane_of``).
-Reads are synchronous, as the protocol wants: each is one indexed query on the
-store's reader connection (autocommit, so it sees every committed change),
-serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
+Reads are synchronous, as the protocol wants: each is one indexed query on an
+autocommit connection (so it sees every committed change). Made through ``read``
+(every request path), they run on one of ``READ_CONNECTIONS`` reader threads, each
+with its own connection, so reads overlap and none holds the event loop for a
+round trip; called directly (start-up, recovery, a handle cache miss), they use
+the store's own connection, serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
 decodes them and names a damaged row's table and key exactly as LMDB does.
 
 Errors are translated at this edge (``pg_link.Link.failed``): a refused or lost
@@ -21,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import psycopg
@@ -28,7 +33,7 @@ import psycopg
 from ..errors import StoreError
 from ..model import JSON, Event
 from . import codec, pg_pending, pg_schema
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
 from .codec import FORMAT_VERSION, Table
 from .lmdb_write import WriterStats
 from .pg_link import Link, OneConnection
@@ -38,6 +43,9 @@ log = logging.getLogger("toolnexus_daemon.store")
 # writer connections, each committing its lane's transactions in order: at a few ms to the database
 # a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap
 COMMIT_LANES = 4
+# reader threads (a connection each) serving ``read``: how many reads may be in flight at once; more
+# wait their turn in the executor's queue, off the event loop
+READ_CONNECTIONS = 4
 Conn = psycopg.Connection[tuple[object, ...]]
 
 
@@ -45,7 +53,7 @@ class PgStore:
     """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
 
     def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
-                 commit_lanes: int = COMMIT_LANES) -> None:
+                 commit_lanes: int = COMMIT_LANES, read_connections: int = READ_CONNECTIONS) -> None:
         """Any number of daemons may open one database: each runtime's writes are fenced by its
         lease (``pg_lease``), which every daemon on PostgreSQL holds for the runtimes it serves."""
         self.link = Link(dsn, password=password, sync=sync)
@@ -66,6 +74,9 @@ class PgStore:
         self._writers = [PgWriter(self.link, self._write_error, name=f"pg-commit-{i}")
                          for i in range(self.commit_lanes)]
         self._closed = False
+        self._readers = ThreadPoolExecutor(max(read_connections, 1), thread_name_prefix="pg-read")
+        self._local = threading.local()  # a reader thread's own connection
+        self._reader_conns: list[OneConnection] = []
 
     # ------------------------------------------------------------------ writes
 
@@ -99,6 +110,20 @@ class PgStore:
         return error
 
     # ------------------------------------------------------------------- reads
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        """``work(self)`` on a reader thread and its own connection; the event loop waits for nothing."""
+        if self._closed:
+            raise StoreError(f"store {self.link.redacted} is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._readers, self._on_reader, work)
+
+    def _on_reader(self, work: Callable[[Store], T]) -> T:
+        if getattr(self._local, "conn", None) is None:
+            conn = OneConnection(self.link)
+            with self._lock:
+                self._reader_conns.append(conn)
+            self._local.conn = conn
+        return work(self)
 
     def runtime_ids(self) -> list[str]:
         return [str(r[0]) for r in self._query("SELECT rid FROM tn_runtimes ORDER BY rid")]
@@ -208,15 +233,21 @@ class PgStore:
         self._closed = True
         for writer in self._writers:
             writer.close()
+        self._readers.shutdown(wait=True)
         self.link.close()
         with self._lock:
             self._conn.close()
+            for conn in self._reader_conns:
+                conn.close()
 
     # ----------------------------------------------------------------- helpers
 
     def _query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
+        own: OneConnection | None = getattr(self._local, "conn", None)
+        if own is not None:  # on a reader thread: its own connection, no lock
+            return own.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
         with self._lock:
             return self._conn.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
 
