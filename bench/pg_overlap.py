@@ -13,7 +13,8 @@ the answer, a model call). Measured, per delay:
 * during the 16-client run, a gRPC health ``Check`` every 50 ms on its own channel: its
   latency p50 / p99 (what every RPC waits behind when the event loop is held).
 
-``--tree`` runs the daemon from another checkout (``PYTHONPATH`` of the daemon only), so
+``--lmdb`` runs the same on synced LMDB (no database, no proxy): the cycle there must not
+get slower. ``--tree`` runs the daemon from another checkout (``PYTHONPATH`` of the daemon only), so
 the same run compares main with this branch, alternating repetitions::
 
     .venv/bin/python -m bench.pg_overlap --delay-ms 3 --tree before=/work/main --tree after=.
@@ -31,6 +32,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,18 +100,50 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
 
 
-def _measure(tree: Path, dsn: str, base: Path, name: str, clients: int, cycles: int) -> dict[str, Any]:
+def _measure(tree: Path, dsn: str | None, base: Path, name: str, clients: int, cycles: int) -> dict[str, Any]:
     env = {"PYTHONPATH": f"{tree}:{tree / 'clients' / 'python'}"}
-    proc = DaemonProcess(base / name, "--store", dsn, env=env, cwd=tree)
+    proc = DaemonProcess(base / name, *(("--store", dsn) if dsn else ()), env=env, cwd=tree)
     proc.start(timeout=120)
     try:
         target = proc.target
         one = asyncio.run(_one_client(target, cycles))
+        assert proc.proc is not None
+        cpu, own = _cpu_seconds(proc.proc.pid), time.process_time()
         many, probes = asyncio.run(_many_clients(target, clients, cycles))
+        cpu, own = _cpu_seconds(proc.proc.pid) - cpu, time.process_time() - own
     finally:
         proc.stop(timeout=60)
+    done = clients * (cycles + 1)  # with the warm-up cycle
     return {"one": one, "many": many, "speedup": many / one, "probe_p50_ms": _pct(probes, 0.5),
-            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes)}
+            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes),
+            "daemon_cpu_ms_per_cycle": cpu * 1000 / done, "client_cpu_ms_per_cycle": own * 1000 / done}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (``/proc/<pid>/stat``, Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _reps(trees: dict[str, str], args: argparse.Namespace,
+          store_for: Callable[[str, int], tuple[str | None, StallProxy | None]], base: Path,
+          label: str) -> dict[str, list[dict[str, Any]]]:
+    """Every tree ``args.reps`` times, the order rotated each repetition (who goes first alternates)."""
+    by_tree: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for rep in range(args.reps):
+        names = list(trees)
+        names = names[rep % len(names):] + names[:rep % len(names)]
+        for name in names:
+            dsn, proxy = store_for(name, rep)
+            try:
+                fig = _measure(Path(trees[name]).resolve(), dsn, base, f"{name}-{label}-{rep}",
+                               args.clients, args.cycles)
+            finally:
+                if proxy is not None:
+                    proxy.close()
+            log(f"{label} {name} rep {rep}: {json.dumps(fig)}")
+            by_tree[name].append(fig)
+    return by_tree
 
 
 def main() -> None:
@@ -120,25 +154,22 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=20, help="cycles per client per repetition")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--lmdb", action="store_true", help="the daemon on synced LMDB instead (no proxy)")
     args = parser.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": "."}
     results: dict[str, Any] = {}
-    with durable_server() as pg, workdir("tnx-pgo-") as base:
-        for delay in args.delay_ms or [3.0]:
-            by_tree: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-            results[f"{delay:g}ms"] = by_tree
-            for rep in range(args.reps):
-                names = list(trees)
-                names = names[rep % len(names):] + names[:rep % len(names)]  # alternate who goes first
-                for name in names:
-                    proxy, slow = StallProxy.for_dsn(pg.fresh_database(f"pgo_{name}_{rep}"), delay=delay / 1000)
-                    try:
-                        fig = _measure(Path(trees[name]).resolve(), slow, base, f"{name}-{delay:g}-{rep}",
-                                       args.clients, args.cycles)
-                    finally:
-                        proxy.close()
-                    log(f"delay {delay:g} ms {name} rep {rep}: {json.dumps(fig)}")
-                    by_tree[name].append(fig)
+    if args.lmdb:  # the same runs on synced LMDB in the data dir: no database, no proxy
+        with workdir("tnx-pgo-") as base:
+            results["lmdb"] = _reps(trees, args, lambda name, rep: (None, None), base, "lmdb")
+    else:
+        with durable_server() as pg, workdir("tnx-pgo-") as base:
+            for delay in args.delay_ms or [3.0]:
+                def through_proxy(name: str, rep: int, delay: float = delay) -> tuple[str, StallProxy]:
+                    dsn = pg.fresh_database(f"pgo_{name}_{rep}")
+                    proxy, slow = StallProxy.for_dsn(dsn, delay=delay / 1000)
+                    return slow, proxy
+
+                results[f"{delay:g}ms"] = _reps(trees, args, through_proxy, base, f"{delay:g}ms")
     summary = {delay: {name: {k: statistics.median(r[k] for r in reps) for k in reps[0]}
                        for name, reps in trees_of.items()} for delay, trees_of in results.items()}
     print(json.dumps(summary, indent=1))
