@@ -209,3 +209,37 @@ async def _timed(work: Awaitable[object]) -> float:
     started = time.perf_counter()
     await work
     return time.perf_counter() - started
+
+
+async def test_reads_through_read_overlap_and_leave_the_event_loop_free(pg_dsn: str) -> None:
+    """Through the 40 ms-each-way proxy: four reads at once through ``Store.read`` take about one
+    80 ms round trip (each reader thread has its own connection), and the event loop keeps
+    running while they wait (a read called directly would hold it for the whole round trip)."""
+    proxy, slow_dsn = StallProxy.for_dsn(pg_dsn, delay=0.04)
+    store = PgStore(slow_dsn, read_connections=4)
+    try:
+        await store.commit(Batch(runtimes={f"r{i}": {"v": i} for i in range(4)}))
+        # every reader thread opens its connection first
+        await asyncio.gather(*(store.read(lambda s: s.get_runtime("r0")) for _ in range(8)))
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        try:
+            started = time.perf_counter()
+            got = await asyncio.gather(*(store.read(lambda s, i=i: s.get_runtime(f"r{i}"))
+                                         for i in range(4)))
+            took = time.perf_counter() - started
+        finally:
+            ticker.cancel()
+        assert got == [{"v": i} for i in range(4)]
+        assert took < 0.16, f"four reads took {took * 1000:.0f} ms: they queued behind each other"
+        assert ticks >= 5, f"the event loop ran {ticks} times during an 80 ms read: it was held"
+    finally:
+        store.close()
+        proxy.close()
