@@ -5,13 +5,17 @@ its own connection, one database transaction (one round trip) per batch, in call
 within its lane, so the event loop never waits on a COMMIT and the transactions of
 runtimes in different lanes overlap; the engine's committer has already grouped the
 changes behind each (per lane, ``base.lane_of``).
+
 Reads are synchronous, as the protocol wants: each is one indexed query on an
 autocommit connection (so it sees every committed change). Made through ``read``
 (every request path), they run on one of ``READ_CONNECTIONS`` reader threads, each
 with its own connection, so reads overlap and none holds the event loop for a
-round trip; called directly (start-up, recovery, a handle cache miss), they use
-the store's own connection, serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
-decodes them and names a damaged row's table and key exactly as LMDB does.
+round trip; called directly on the thread that opened the store (start-up,
+recovery, a handle cache miss on the event loop), they use the store's own
+connection; any other thread (``ListPending`` pages on a worker thread) gets a
+connection of its own, so it never holds a lock the event loop waits on. Values
+are LMDB's envelope bytes, so ``codec`` decodes them and names a damaged row's
+table and key exactly as LMDB does.
 
 Errors are translated at this edge (``pg_link.Link.failed``): a refused or lost
 connection is ``StoreUnavailable`` (UNAVAILABLE, naming the database) and starts
@@ -75,7 +79,8 @@ class PgStore:
                          for i in range(self.commit_lanes)]
         self._closed = False
         self._readers = ThreadPoolExecutor(max(read_connections, 1), thread_name_prefix="pg-read")
-        self._local = threading.local()  # a reader thread's own connection
+        self._local = threading.local()  # a reader (or worker) thread's own connection
+        self._home = threading.current_thread()
         self._reader_conns: list[OneConnection] = []
 
     # ------------------------------------------------------------------ writes
@@ -118,12 +123,19 @@ class PgStore:
         return await asyncio.get_running_loop().run_in_executor(self._readers, self._on_reader, work)
 
     def _on_reader(self, work: Callable[[Store], T]) -> T:
-        if getattr(self._local, "conn", None) is None:
+        self._thread_connection()
+        return work(self)
+
+    def _thread_connection(self) -> OneConnection:
+        """The calling thread's own connection (a reader thread's, or a worker thread's reading a
+        page for ``ListPending``), opened on its first query and closed with the store."""
+        conn: OneConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
             conn = OneConnection(self.link)
             with self._lock:
                 self._reader_conns.append(conn)
             self._local.conn = conn
-        return work(self)
+        return conn
 
     def runtime_ids(self) -> list[str]:
         return [str(r[0]) for r in self._query("SELECT rid FROM tn_runtimes ORDER BY rid")]
@@ -245,9 +257,11 @@ class PgStore:
     def _query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
-        own: OneConnection | None = getattr(self._local, "conn", None)
-        if own is not None:  # on a reader thread: its own connection, no lock
+        if threading.current_thread() is not self._home:  # a reader or worker thread: its own connection
+            own = self._thread_connection()
             return own.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
+        # the thread that opened the store (the event loop's): a direct read, on the store's connection;
+        # the lock only guards against a close racing it
         with self._lock:
             return self._conn.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
 
