@@ -120,11 +120,7 @@ class PgStore:
         """``work(self)`` on a reader thread and its own connection; the event loop waits for nothing."""
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._readers, self._on_reader, work)
-
-    def _on_reader(self, work: Callable[[Store], T]) -> T:
-        self._thread_connection()
-        return work(self)
+        return await asyncio.get_running_loop().run_in_executor(self._readers, work, self)
 
     def _thread_connection(self) -> OneConnection:
         """The calling thread's own connection (a reader thread's, or a worker thread's reading a
