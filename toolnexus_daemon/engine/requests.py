@@ -35,14 +35,18 @@ class RequestIndex:
         # entries ``fetch`` read off the event loop, each for the one ``get`` that follows it
         self._fetched: dict[str, JSON | None] = {}
 
-    async def fetch(self, request_id: str) -> None:
+    async def fetch(self, request_id: str) -> RequestEntry | None:
         """Read ``request_id``'s entry through ``Store.read`` (off the event loop) for the next
         ``get`` of it, which then waits on no store. Call it right before that ``get``, with
-        nothing awaited between (the entry is what the store held when it was read)."""
+        nothing awaited between (the entry is what the store held when it was read). Returns
+        the entry read (a copy: what ``get`` returns is its own)."""
         self._fetched.clear()  # one left by a call that failed before its get is stale now
-        if storable_id(request_id):
-            rid = self._rid
-            self._fetched[request_id] = await self._store.read(lambda s: s.get_request(rid, request_id))
+        if not storable_id(request_id):
+            return None
+        rid = self._rid
+        rec = await self._store.read(lambda s: s.get_request(rid, request_id))
+        self._fetched[request_id] = rec
+        return RequestEntry.from_json(rec) if rec else None
 
     def get(self, request_id: str, change: Change | None = None) -> RequestEntry | None:
         if change is not None and request_id in change.requests:
