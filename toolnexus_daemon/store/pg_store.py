@@ -82,6 +82,7 @@ class PgStore:
         self._local = threading.local()  # a reader (or worker) thread's own connection
         self._home = threading.current_thread()
         self._reader_conns: list[OneConnection] = []
+        self._conns_lock = threading.Lock()
 
     # ------------------------------------------------------------------ writes
 
@@ -128,7 +129,7 @@ class PgStore:
         conn: OneConnection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = OneConnection(self.link)
-            with self._lock:
+            with self._conns_lock:  # not the store connection's lock: a query may hold that one
                 self._reader_conns.append(conn)
             self._local.conn = conn
         return conn
@@ -245,6 +246,7 @@ class PgStore:
         self.link.close()
         with self._lock:
             self._conn.close()
+        with self._conns_lock:
             for conn in self._reader_conns:
                 conn.close()
 
