@@ -27,7 +27,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
-from . import __version__, web
+from . import __version__, gctune, web
 from .api.forward import Forwarder
 from .api.link_forward import LinkForwarder
 from .api.server import ListenError, create_server, set_health
@@ -42,6 +42,7 @@ from .engine.tracing import NOOP, Tracer
 from .envexpand import EnvAllowList
 from .errors import NodeTaken, StoreError, StoreLocked
 from .llm.factory import model_factory
+from .llm.http_base import shared_ssl_context
 from .malloc import return_large_blocks
 from .model import Event, ToolSource
 from .observe.logs import configure, log_events
@@ -103,6 +104,7 @@ def run(settings: Settings) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code."""
     configure(settings.log_level)
     return_large_blocks()  # memory a burst of large messages held goes back once they are sent
+    gctune.tune()
     try:
         store = open_store(settings)
     except StoreLocked as exc:
@@ -262,6 +264,8 @@ async def _serve(settings: Settings, store: Store) -> int:
         if daemon.membership is not None:
             recovered += await _join(daemon, settings)
         daemon.servicer.open()
+        shared_ssl_context()  # built now, not by the first New on the event loop
+        gctune.freeze()  # what start-up built is never walked by a collection again
         await set_health(daemon.health, serving=True)
         log.info("serving", extra={"addresses": daemon.addresses, "recovered": recovered,
                                    "data_dir": store_location(settings),

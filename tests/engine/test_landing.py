@@ -161,3 +161,33 @@ async def test_the_handle_record_a_wake_commits_counts_the_prompt_it_appends() -
     (index, _), = [(m[2], m[3]) for m in wake.messages if m[1] == h.id]
     assert wake.handles[("l", h.id)]["log_len"] == index + 1
     await rt.wait(h.id, 5000)
+
+
+class TranscriptReadsStore(HeldStore):
+    """Records the ``(start, end)`` of every transcript read of a handle (not the children logs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[int, int | None]] = []
+
+    def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> list[JSON]:
+        if "#" not in handle_id:
+            self.reads.append((start, end))
+        return super().messages(runtime_id, handle_id, start, end)
+
+
+async def test_a_turns_next_model_call_reads_only_what_was_written_since_the_last_one() -> None:
+    """A model call reads from the store only the part of the transcript this turn has not sent
+    the model yet (what it sent is durable by then), never from index 0 again; the body is the
+    same as a full read gives."""
+    store = TranscriptReadsStore()
+    model = RecordingModel(store)
+    rt = await _runtime(store, model, _tools())
+    h = await rt.spawn("root", "a")
+    assert await rt.wake(h.id, "go") is False
+    assert (await rt.wait(h.id, 5000)).status is Status.DONE
+    assert len(model.asked) == 2
+    assert store.reads and all(start > 0 for start, _ in store.reads), store.reads  # no read from 0 again
+    second, _ = model.asked[1]
+    stored = store.messages("l", h.id)
+    assert second["messages"] == stored[:len(second["messages"])]

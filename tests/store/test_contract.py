@@ -312,3 +312,28 @@ async def test_the_recovery_index_of_a_large_runtime_is_complete(store: Store) -
     assert store.handles_to_recover("r1") == sorted(hid for (_, hid), rec in handles.items()
                                                     if rec["state"] == "running")
     assert store.census("r1").states == {"running": 1666, "idle": 834}
+
+
+async def test_read_answers_what_the_reads_inside_it_return(store: Store) -> None:
+    """``read`` runs its reads (several in one call) and answers what they return; a store error
+    raised inside reaches the awaiting caller as itself."""
+    await store.commit(Batch(runtimes={"r1": record(id="r1")}, events=[event("r1", 1)]))
+    await store.commit(messages_batch("r1", "root", 3))
+    both = await store.read(lambda s: (s.get_runtime("r1"), contents(s, "r1", "root", 1)))
+    assert both == (record(id="r1"), ["m1", "m2"])
+    assert await store.read(lambda s: s.last_seq("r1")) == 1
+
+    def broken(s: Store) -> None:
+        raise StoreError("refused inside read")
+
+    with pytest.raises(StoreError, match="refused inside read"):
+        await store.read(broken)
+
+
+async def test_commits_of_one_lane_land_in_call_order_and_every_lane_lands(store: Store) -> None:
+    """Commits of one lane apply in the order they were called; a lane past ``commit_lanes`` wraps."""
+    lanes = store.commit_lanes
+    assert lanes >= 1
+    for lane in range(lanes + 1):
+        await asyncio.gather(*(store.commit(Batch(runtimes={f"g{lane}": {"v": i}}), lane) for i in range(20)))
+    assert [store.get_runtime(f"g{lane}") for lane in range(lanes + 1)] == [{"v": 19}] * (lanes + 1)

@@ -4,6 +4,8 @@ the sync flag, damaged rows, error mapping at the edge and reconnecting after an
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from psycopg import errors as pgerr
 
 from tests.support.pg import PgServer
+from tests.support.stall_proxy import StallProxy
 from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
@@ -100,16 +103,14 @@ def test_errors_at_the_edge_mean_what_callers_can_act_on(pg_dsn: str) -> None:
 
 
 class _FlakyConn:
-    """A connection whose first transactions hit serialisation failures."""
+    """A connection whose first transactions hit serialisation failures (at the pipeline's Sync,
+    where a transaction of one round trip commits)."""
 
     def __init__(self, failures: int) -> None:
         self.failures, self.runs = failures, 0
 
-    def transaction(self) -> Any:
-        return self._ctx()
-
     def pipeline(self) -> Any:
-        return self._ctx(fail=False)
+        return self._ctx()
 
     def cursor(self) -> Any:
         return self._ctx(fail=False)
@@ -182,3 +183,63 @@ def test_the_dsn_is_shown_redacted_and_the_password_comes_from_a_file(tmp_path: 
     assert env.store == "postgresql://app@/tn?host=/run/pg" and env.store_password is None
     with pytest.raises(SystemExit):
         load(["--store", "mysql://x"], {})
+
+
+async def test_a_commit_is_one_round_trip_and_commits_of_different_lanes_overlap(pg_dsn: str) -> None:
+    """Through a proxy that delays every chunk 40 ms each way (an 80 ms round trip): a commit takes
+    one round trip (BEGIN, the statements and COMMIT in one pipeline Sync), and commits of four
+    lanes at once take about as long as one (each lane has its own writer connection)."""
+    proxy, slow_dsn = StallProxy.for_dsn(pg_dsn, delay=0.04)
+    store = PgStore(slow_dsn, commit_lanes=4)
+    try:
+        await store.commit(Batch(runtimes={"warm": {"v": 0}}))  # every writer's connection opened
+        await asyncio.gather(*(store.commit(Batch(runtimes={f"w{i}": {"v": 0}}), i) for i in range(4)))
+        one = await _timed(store.commit(Batch(runtimes={"a": {"v": 1}}, events=[event("a", 1)])))
+        assert one < 0.16, f"a commit took {one * 1000:.0f} ms: more than one 80 ms round trip"
+        four = await _timed(asyncio.gather(*(store.commit(Batch(runtimes={f"l{i}": {"v": i}}), i)
+                                             for i in range(4))))
+        assert four < 0.16, f"four commits in four lanes took {four * 1000:.0f} ms: they queued"
+        assert store.get_runtime("l3") == {"v": 3} and store.events("a")[0].seq == 1
+    finally:
+        store.close()
+        proxy.close()
+
+
+async def _timed(work: Awaitable[object]) -> float:
+    started = time.perf_counter()
+    await work
+    return time.perf_counter() - started
+
+
+async def test_reads_through_read_overlap_and_leave_the_event_loop_free(pg_dsn: str) -> None:
+    """Through the 40 ms-each-way proxy: four reads at once through ``Store.read`` take about one
+    80 ms round trip (each reader thread has its own connection), and the event loop keeps
+    running while they wait (a read called directly would hold it for the whole round trip)."""
+    proxy, slow_dsn = StallProxy.for_dsn(pg_dsn, delay=0.04)
+    store = PgStore(slow_dsn, read_connections=4)
+    try:
+        await store.commit(Batch(runtimes={f"r{i}": {"v": i} for i in range(4)}))
+        # every reader thread opens its connection first
+        await asyncio.gather(*(store.read(lambda s: s.get_runtime("r0")) for _ in range(8)))
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        try:
+            started = time.perf_counter()
+            got = await asyncio.gather(*(store.read(lambda s, i=i: s.get_runtime(f"r{i}"))
+                                         for i in range(4)))
+            took = time.perf_counter() - started
+        finally:
+            ticker.cancel()
+        assert got == [{"v": i} for i in range(4)]
+        assert took < 0.16, f"four reads took {took * 1000:.0f} ms: they queued behind each other"
+        assert ticks >= 5, f"the event loop ran {ticks} times during an 80 ms read: it was held"
+    finally:
+        store.close()
+        proxy.close()

@@ -3,8 +3,11 @@
 A partition rarely closes connections; packets just stop. ``StallProxy`` stands between a
 daemon and its PostgreSQL server (unix socket or TCP on loopback) and, while stalled, forwards
 nothing and drops nothing: bytes already sent stay in the socket buffers, new connections are
-accepted and held. ``resume()`` lets everything through again, in order. The proxy runs its own
-event loop in a thread so that synchronous tests and the chaos harness can drive it.
+accepted and held. ``resume()`` lets everything through again, in order. With a ``delay``, every
+chunk is passed on that many seconds after it arrived, each way (a database a network away: a
+round trip costs twice the delay, however many round trips are in flight). The proxy runs its
+own event loop in a thread so that synchronous tests, the chaos harness and the benchmarks can
+drive it.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ CHUNK = 64 * 1024
 class StallProxy:
     """Forward a unix socket (``listen_dir/.s.PGSQL.5432``) to ``upstream`` (a socket path)."""
 
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
+    def __init__(self, upstream: str, delay: float = 0.0) -> None:
+        self.upstream, self.delay = upstream, delay
         # a short directory: unix socket paths are limited to about 100 bytes
         self.listen_dir = Path(tempfile.mkdtemp(prefix="tnsp-", dir="/tmp"))
         self._loop = asyncio.new_event_loop()
@@ -34,12 +37,12 @@ class StallProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="stall-proxy", daemon=True)
 
     @classmethod
-    def for_dsn(cls, dsn: str) -> tuple[StallProxy, str]:
+    def for_dsn(cls, dsn: str, delay: float = 0.0) -> tuple[StallProxy, str]:
         """A proxy in front of a ``…?host=<socket dir>`` DSN, and the DSN that goes through it."""
         base, _, host = dsn.partition("?host=")
         if not host:
             raise ValueError(f"want a unix-socket DSN (…?host=DIR), got {dsn!r}")
-        proxy = cls(os.path.join(host, PG_SOCKET)).start()
+        proxy = cls(os.path.join(host, PG_SOCKET), delay).start()
         return proxy, f"{base}?host={proxy.listen_dir}"
 
     def start(self) -> StallProxy:
@@ -97,6 +100,8 @@ class StallProxy:
             down_w.close()
 
     async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        if self.delay > 0:
+            return await self._delayed_pump(src, dst)
         try:
             while True:
                 await self._flowing.wait()
@@ -107,4 +112,33 @@ class StallProxy:
                 dst.write(data)
                 await dst.drain()
         finally:
+            dst.close()
+
+    async def _delayed_pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        """Read on at once; each chunk is written ``delay`` after it arrived (a delay line, so
+        chunks in flight overlap instead of queueing behind each other's delay)."""
+        line: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        async def send() -> None:
+            while True:
+                due, data = await line.get()
+                if not data:
+                    return
+                await asyncio.sleep(max(due - loop.time(), 0))
+                await self._flowing.wait()
+                dst.write(data)
+                await dst.drain()
+
+        sender = asyncio.create_task(send())
+        try:
+            while True:
+                await self._flowing.wait()
+                data = await src.read(CHUNK)
+                line.put_nowait((loop.time() + self.delay, data))
+                if not data:
+                    break
+            await sender
+        finally:
+            sender.cancel()
             dst.close()

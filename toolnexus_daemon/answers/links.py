@@ -79,6 +79,10 @@ class Links:
         self._clock = clock
         self._forward = forward
 
+    async def lookup(self, token: str) -> Link | None:
+        """``find`` through ``Store.read``: off the event loop where the store's reads wait on a network."""
+        return await self._engine.store.read(lambda _: self.find(token))
+
     def find(self, token: str) -> Link | None:
         """The link ``token`` opens, or None for a token no link has."""
         wanted = digest(token[:MAX_TOKEN_CHARS])

@@ -74,7 +74,7 @@ class Routes:
             return _reply(405, {"error": f"{req.method} is not served here; use GET or POST"}, html,
                           {"Allow": "GET, HEAD, POST"})
         try:
-            link = self._links.find(segments[-1])
+            link = await self._links.lookup(segments[-1])
         except StoreError as exc:  # the database is down, or a record does not decode: try later
             return _reply(503, {"error": f"the daemon cannot read its store right now: {exc}"}, html,
                           {"Retry-After": "5"})

@@ -15,6 +15,7 @@ from .. import __version__
 from ..config import Limits
 from ..engine.engine import Engine
 from ..model import RuntimeOptions
+from ..store.base import StoreInfo
 from ._gen import runtime_pb2 as pb
 
 # docs/protocol.md §2 defaults the engine applies that RuntimeOptions does not carry
@@ -39,11 +40,14 @@ def cluster_nodes(nodes: list[tuple[str, str, tuple[str, ...]]]) -> list[pb.Clus
 
 
 def info_response(engine: Engine, facts: DaemonFacts, options: RuntimeOptions | None,
-                  cluster: list[pb.ClusterNode] | None = None) -> pb.InfoResponse:
-    """The daemon's Info; with a runtime's ``options``, its own option limits replace the defaults."""
+                  cluster: list[pb.ClusterNode] | None = None,
+                  store: StoreInfo | None = None) -> pb.InfoResponse:
+    """The daemon's Info; with a runtime's ``options``, its own option limits replace the defaults.
+    ``store``: the store's info, read beforehand (through ``Store.read``); read here when not given."""
     if options is None:
         options = RuntimeOptions(event_retention=facts.limits.event_retention)
-    store = engine.store.info()
+    if store is None:
+        store = engine.store.info()
     limits = {**ENGINE_DEFAULTS, **facts.limits.as_dict(), **_option_limits(options),
               "store_map_size_bytes": store.map_size_bytes}
     return pb.InfoResponse(version=__version__, store_path=store.path, store_size_bytes=store.size_bytes,

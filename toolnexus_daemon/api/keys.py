@@ -43,7 +43,8 @@ async def open_for_answer(engine: Engine, runtime_id: str, request_id: str, hand
     (``x-toolnexus-answer-link``, sent by a daemon of the cluster forwarding a link's answer)
     stands in for the runtime key, for this one answer only."""
     rt = await engine.open(runtime_id)
-    if rt.key_digest and not links.opens(engine.store, presented_key(context, ANSWER_LINK_HEADER), runtime_id,
-                                         request_id, handle):
-        engine.check_key(rt, presented_key(context))
+    if rt.key_digest:
+        link_key = presented_key(context, ANSWER_LINK_HEADER)
+        if not await engine.store.read(lambda s: links.opens(s, link_key, runtime_id, request_id, handle)):
+            engine.check_key(rt, presented_key(context))
     return rt

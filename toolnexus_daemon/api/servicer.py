@@ -196,7 +196,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         rt = await self._runtime(request.runtime_id, context) if request.runtime_id else None
         live = self.facts.live_nodes
         nodes = cluster_nodes(await asyncio.to_thread(live)) if live is not None else None
-        out = info_response(self._engine, self.facts, rt.options if rt is not None else None, nodes)
+        store = await self._engine.store.read(lambda s: s.info())
+        out = info_response(self._engine, self.facts, rt.options if rt is not None else None, nodes, store)
         if rt is not None:  # which versions' native calls wait here for a worker (docs/versions.md)
             out.runtime_version = rt.version
             out.versions_without_worker.extend(self._hub.versions_waiting(rt.id))

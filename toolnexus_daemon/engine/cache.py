@@ -40,6 +40,10 @@ class HandleCache:
             self[hid] = h
         return h
 
+    def peek(self, hid: str) -> Handle | None:
+        """The handle if it is in memory; never loads it."""
+        return self._recent.get(hid) or self._alive.get(hid)
+
     def __getitem__(self, hid: str) -> Handle:
         h = self.get(hid)
         if h is None:

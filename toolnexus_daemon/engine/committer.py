@@ -6,9 +6,12 @@ order. There is ONE ``Committer`` per engine, shared by all its runtimes, and it
 is the only layer that groups: the changes queued (by any runtime) while a
 transaction is being synced go down together as the next transaction — one
 fsync for all of them — so concurrent handles, of one runtime or of many, do
-not wait for each other's disk round trips. The store then writes exactly the
-one batch it is given per transaction. Each caller still returns only once its
-own change is durable, and a cancelled caller cannot tear or drop its change.
+not wait for each other's disk round trips. A store with several commit lanes
+(PostgreSQL: a writer connection each) gets a queue per lane, a runtime always in
+the lane ``lane_of`` gives it, so the transactions of different lanes overlap.
+The store then writes exactly the one batch it is given per transaction. Each
+caller still returns only once its own change is durable, and a cancelled caller
+cannot tear or drop its change.
 
 Each runtime keeps its own side (``RuntimeLog``): its next and first event seq,
 the guard its commits pass, and the barrier its readers wait on. Events get
@@ -33,7 +36,7 @@ from typing import Protocol
 from ..clock import rfc3339
 from ..errors import StoreError
 from ..model import JSON, Event, RuntimeOptions
-from ..store.base import Batch, Store
+from ..store.base import Batch, Store, lane_of
 from .change import Change, EventSpec
 from .context import Deps
 from .handles import HandleTable
@@ -139,8 +142,9 @@ class CommitStats:
 class RuntimeLog:
     """One runtime's side of the commit path: its event seqs, its guard and its barrier."""
 
-    def __init__(self, host: CommitHost, next_seq: int, first_seq: int, guard: CommitGuard) -> None:
-        self.host, self.guard = host, guard
+    def __init__(self, host: CommitHost, next_seq: int, first_seq: int, guard: CommitGuard,
+                 lane: int = 0) -> None:
+        self.host, self.guard, self.lane = host, guard, lane
         self.next_seq = next_seq
         # the oldest seq still stored (event retention drops older ones)
         self.first_seq = first_seq
@@ -227,18 +231,23 @@ class _Queued:
 
 
 class Committer:
-    """Owns the order in which every runtime's changes reach the store, and their grouping."""
+    """Owns the order in which every runtime's changes reach the store, and their grouping.
+
+    A store that can run several commits at once (``Store.commit_lanes``: PostgreSQL's writer
+    connections) gets one queue and one drain per lane; a runtime always takes the lane
+    ``lane_of`` gives it, so its changes stay in call order while other lanes' overlap."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._queue: deque[_Queued] = deque()
-        self._drain: asyncio.Task[None] | None = None
+        self._lanes = max(int(getattr(store, "commit_lanes", 1)), 1)
+        self._queues: list[deque[_Queued]] = [deque() for _ in range(self._lanes)]
+        self._drains: list[asyncio.Task[None] | None] = [None] * self._lanes
         self._counts = [0, 0, 0, 0]  # changes, transactions, failed, largest group
 
     def open(self, host: CommitHost, next_seq: int, first_seq: int,
              guard: CommitGuard | None = None) -> RuntimeLog:
         """The commit path of one runtime whose next event gets ``next_seq``."""
-        return RuntimeLog(host, next_seq, first_seq, guard or AllowAll())
+        return RuntimeLog(host, next_seq, first_seq, guard or AllowAll(), lane_of(host.id, self._lanes))
 
     async def commit(self, log: RuntimeLog, change: Change) -> None:
         """Queue ``change`` of ``log``'s runtime behind every change queued before; return once it is
@@ -261,42 +270,46 @@ class Committer:
         item = _Queued(log, change, batch, asyncio.get_running_loop().create_future())
         # a caller stopped before it awaited (a turn given up) leaves no unretrieved refusal behind
         item.done.add_done_callback(_retrieve)
-        self._queue.append(item)
+        lane = log.lane
+        self._queues[lane].append(item)
         log.last = item.done
-        if self._drain is None or self._drain.done():
-            self._drain = asyncio.create_task(self._run(), name="commits")
+        drain = self._drains[lane]
+        if drain is None or drain.done():
+            self._drains[lane] = asyncio.create_task(self._run(lane), name=f"commits-{lane}")
         return item.done
 
     def stats(self) -> CommitStats:
         changes, txns, failed, largest = self._counts
         return CommitStats(changes=changes, transactions=txns, failed=failed, largest_group=largest,
-                           queued=len(self._queue))
+                           queued=sum(len(q) for q in self._queues))
 
-    async def _run(self) -> None:
-        while self._queue:
-            group = self._take_group()
+    async def _run(self, lane: int) -> None:
+        queue = self._queues[lane]
+        while queue:
+            group = self._take_group(queue)
             self._counts[3] = max(self._counts[3], len(group))
             try:
-                await self._write(group)
+                await self._write(group, lane)
             except StoreError:
                 for item in group:  # one by one: only the offending change fails
-                    await self._write_alone(item)
+                    await self._write_alone(item, lane)
             except Exception as exc:  # a bug: never leave a caller waiting forever
                 for item in group:
                     self._fail(item, StoreError(f"commit failed: {exc!r}"), exc)
 
-    def _take_group(self) -> list[_Queued]:
-        group = [self._queue.popleft()]
-        if not self._queue:  # a lone change: nothing to order
+    @staticmethod
+    def _take_group(queue: deque[_Queued]) -> list[_Queued]:
+        group = [queue.popleft()]
+        if not queue:  # a lone change: nothing to order
             return group
         order = _GroupOrder(group[0])
-        while self._queue and len(group) < MAX_GROUP and order.admits(self._queue[0]):
-            group.append(self._queue.popleft())
+        while queue and len(group) < MAX_GROUP and order.admits(queue[0]):
+            group.append(queue.popleft())
         return group
 
-    async def _write_alone(self, item: _Queued) -> None:
+    async def _write_alone(self, item: _Queued, lane: int) -> None:
         try:
-            await self._write([item])
+            await self._write([item], lane)
         except StoreError as exc:
             self._fail(item, exc, exc)
         except Exception as exc:
@@ -317,7 +330,7 @@ class Committer:
         if not item.done.done():
             item.done.set_exception(raised)
 
-    async def _write(self, group: list[_Queued]) -> None:
+    async def _write(self, group: list[_Queued], lane: int) -> None:
         """One transaction for ``group``; events numbered, published and callers released in order."""
         by_log: dict[RuntimeLog, list[_Queued]] = {}
         for item in group:
@@ -333,7 +346,10 @@ class Committer:
             batch = Batch()
             for _, part, _ in parts:
                 _merge(batch, part)
-        await self._store.commit(batch)
+        if self._lanes == 1:
+            await self._store.commit(batch)
+        else:
+            await self._store.commit(batch, lane)
         self._counts[0] += len(group)
         self._counts[1] += 1
         for rt_log, part, keep_from in parts:  # every runtime's seqs first: none may be reused

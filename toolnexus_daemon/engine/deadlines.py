@@ -142,7 +142,7 @@ class Deadlines:
             return
         stuck = self._stuck.setdefault(rid, set())
         limit = len(stuck) + BATCH
-        rows = self._store.expiring(rid, limit)
+        rows = await self._store.read(lambda s: s.expiring(rid, limit))
         stuck &= {(hid, when) for when, hid in rows}  # rows gone from the index need no memory
         for when, hid in rows:
             if when > self._clock.now():

@@ -8,6 +8,7 @@ refusal, and the runtime lifecycle asks it for the handles recovery needs.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -45,15 +46,48 @@ class HandleTable:
             out.append(h)
         return out
 
+    async def fetch(self, handle_ids: list[str]) -> bool:
+        """Load ``handle_ids`` and their ancestors into the cache through ``Store.read`` (off the
+        event loop), so the lookups that follow (``handle``, ``ancestors``) find them in memory.
+        A handle loaded meanwhile by someone else is kept (one object per handle); a record that
+        cannot be read is left for the lookup, which reports it as it always does. Returns whether
+        the store was read (something was awaited)."""
+        wanted = [hid for hid in dict.fromkeys(handle_ids) if storable_id(hid)]
+        read = False
+        while wanted:
+            missing = [hid for hid in wanted if self.cache.peek(hid) is None]
+            if not missing:
+                break
+            read = True
+            try:
+                found = await self._store.read(functools.partial(_records, self._rid, missing))
+            except StoreError:
+                break
+            wanted = []
+            for hid, (rec, cp) in zip(missing, found, strict=True):
+                if rec is None or self.cache.peek(hid) is not None:
+                    continue
+                try:
+                    h = self._build(rec, cp)
+                except (StoreError, ValueError, KeyError, TypeError):
+                    continue  # the lookup reads it again and reports it (DATA_LOSS)
+                self.cache[hid] = h
+                if h.parent is not None:
+                    wanted.append(h.parent)
+        return read
+
     def _load(self, handle_id: str) -> Handle | None:
         rec = self._store.get_handle(self._rid, handle_id)
         return self._read(rec) if rec is not None else None
 
     def _read(self, rec: JSON) -> Handle:
+        return self._build(rec, self._store.get_checkpoint(self._rid, str(rec.get("id"))))
+
+    def _build(self, rec: JSON, cp: JSON | None) -> Handle:
+        """The handle of ``rec`` with its checkpoint ``cp`` (both as the store holds them)."""
         h = Handle.from_json(rec)
         if h.spawn_count:
             h.read_children = self._children_reader(h.id)
-        cp = self._store.get_checkpoint(self._rid, h.id)
         h.cp = Checkpoint.from_json(cp) if cp else None
         return h
 
@@ -142,3 +176,8 @@ class HandleTable:
             out.append(h)
             stack.extend(reversed(h.children))
         return out
+
+
+def _records(runtime_id: str, handle_ids: list[str], store: Store) -> list[tuple[JSON | None, JSON | None]]:
+    """Each handle's record and checkpoint, in one ``Store.read``."""
+    return [(store.get_handle(runtime_id, hid), store.get_checkpoint(runtime_id, hid)) for hid in handle_ids]

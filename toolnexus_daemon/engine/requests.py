@@ -15,7 +15,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
-from ..model import Answer, Request
+from ..model import JSON, Answer, Request
 from .handle import storable_id
 from .request_entry import RequestEntry, Wait, WaitState
 
@@ -32,13 +32,31 @@ class RequestIndex:
     def __init__(self, store: Store, runtime_id: str) -> None:
         self._store = store
         self._rid = runtime_id
+        # entries ``fetch`` read off the event loop, each for the one ``get`` that follows it
+        self._fetched: dict[str, JSON | None] = {}
+
+    async def fetch(self, request_id: str) -> RequestEntry | None:
+        """Read ``request_id``'s entry through ``Store.read`` (off the event loop) for the next
+        ``get`` of it, which then waits on no store. Call it right before that ``get``, with
+        nothing awaited between (the entry is what the store held when it was read). Returns
+        the entry read (a copy: what ``get`` returns is its own)."""
+        self._fetched.clear()  # one left by a call that failed before its get is stale now
+        if not storable_id(request_id):
+            return None
+        rid = self._rid
+        rec = await self._store.read(lambda s: s.get_request(rid, request_id))
+        self._fetched[request_id] = rec
+        return RequestEntry.from_json(rec) if rec else None
 
     def get(self, request_id: str, change: Change | None = None) -> RequestEntry | None:
         if change is not None and request_id in change.requests:
             return change.requests[request_id]
         if not storable_id(request_id):
             return None
-        rec = self._store.get_request(self._rid, request_id)
+        if request_id in self._fetched:
+            rec = self._fetched.pop(request_id)
+        else:
+            rec = self._store.get_request(self._rid, request_id)
         return RequestEntry.from_json(rec) if rec else None
 
     def open(self, request: Request, handle: str) -> tuple[Request, RequestEntry]:

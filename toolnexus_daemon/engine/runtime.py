@@ -394,6 +394,11 @@ class Runtime:
         the caller left meanwhile, that settle drops it."""
         async with self._resume_lock:
             await self._log.barrier()  # a suspension still being committed is found, not NOT_FOUND
+            # the entry accept reads, and the handles waiting on it if they are parked on disk, read
+            # off the event loop; the entry again if loading them awaited (accept's get is fresh)
+            entry = await self.requests.fetch(answer.id)
+            if entry is not None and await self.table.fetch([*entry.pending(), *filter(None, [handle_id])]):
+                await self.requests.fetch(answer.id)
             accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition, upgrade)
             top = accepted.chain[-1]
             fut = None if no_wait else self.waiter(top)

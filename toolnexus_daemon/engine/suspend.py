@@ -35,7 +35,9 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     is_leaf = step.calls[idx].name != TASK_TOOL or not rt.agent_of(h).team
     entry: RequestEntry | None = None
     if is_leaf:
-        request, entry = rt.requests.open(with_ttl(rt, _with_path(h, request)), h.id)
+        asked = with_ttl(rt, _with_path(h, request))
+        await rt.requests.fetch(asked.id)  # the entry open reads, read off the event loop
+        request, entry = rt.requests.open(asked, h.id)
         if rt.deps.answer_base and links.asks_for_link(rt, h, step.calls[idx].name):
             request = _linked(rt, h, request, entry, change)
     drift.record(rt, h, step.calls[idx].name if is_leaf else "")

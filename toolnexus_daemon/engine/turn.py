@@ -72,6 +72,7 @@ def _cancelled() -> bool:
 async def _loop(rt: RuntimeContext, h: Handle, landing: Landing | None) -> None:
     """``landing``: the commit of the wake that started this turn, when it is still on its way."""
     turn = h.cp  # this task runs this turn only: a later wake's turn belongs to its own task
+    known: list[JSON] = []  # the transcript this turn sent the model, durable (``_transcript``)
     try:
         while h.state is HandleState.RUNNING and h.cp is turn and turn is not None:
             cp = turn
@@ -82,7 +83,7 @@ async def _loop(rt: RuntimeContext, h: Handle, landing: Landing | None) -> None:
                     await _settle_incomplete(rt, h, cp, *stop)
                     return
                 started = rt.deps.clock.monotonic()
-                reply, landing = await _ask_model(rt, h, cp, landing), None
+                reply, landing = await _ask_model(rt, h, cp, landing, known), None
                 await _record_reply(rt, h, cp, reply, int((rt.deps.clock.monotonic() - started) * 1000))
             else:
                 await landed(landing)  # tool calls leave the daemon: what precedes them is durable first
@@ -140,13 +141,31 @@ def _tools_payload(rt: RuntimeContext, h: Handle) -> list[JSON]:
     return tools + [task_tool_payload(rt, agent, rt.registry_of(h).agents)] if agent.team else tools
 
 
-def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSON:
+async def _transcript(rt: RuntimeContext, h: Handle, end: int, known: list[JSON]) -> list[JSON]:
+    """The stored transcript ``[0, end)``: what this turn already sent (``known``, durable) and
+    only the rest read from the store, so a turn's second model call reads what the tool step
+    wrote since, not the whole transcript again (the owner wrote all of it under its lease, and
+    a turn ends before anything rewrites what it sent: truncation and reloads end the turn)."""
+    rid, hid, start = rt.id, h.id, len(known)
+    if start > end:  # never expected within a turn: trust the store
+        known.clear()
+        start = 0
+    if start == end:
+        return list(known)
+    return known + await rt.deps.store.read(lambda s: s.messages(rid, hid, start, end))
+
+
+async def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None,
+                        known: list[JSON]) -> tuple[JSON, list[JSON]]:
+    """The model request's body, and the transcript it sends (what ``known`` becomes once the
+    landing is durable)."""
     agent = rt.agent_of(h)
     messages: list[JSON] = [{"role": "system", "content": agent.soul}] if agent.soul else []
     if landing is not None:  # the transcript up to the landing commit, then what it writes
-        messages += rt.deps.store.messages(rt.id, h.id, 0, landing.first) + landing.messages
+        sent = await _transcript(rt, h, landing.first, known) + landing.messages
     else:
-        messages += rt.deps.store.messages(rt.id, h.id, 0, h.log_len)
+        sent = await _transcript(rt, h, h.log_len, known)
+    messages += sent
     llm = rt.llm_of(h)  # the handle's own registry version, whatever was deployed since
     body: JSON = {"model": llm.model if agent.model in ("", "inherit") else agent.model}
     # request_params go first so they can never override what the loop itself owns
@@ -158,18 +177,20 @@ def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None) -> JSO
         body["tools"] = tools
     else:
         body.pop("tool_choice", None)  # docs/protocol.md §4: omitted when there are no tools
-    return body
+    return body, sent
 
 
-async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Landing | None) -> ModelReply:
+async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Landing | None,
+                     known: list[JSON]) -> ModelReply:
     """The model's checked reply, returned only once ``landing`` (if any) is durable: a refused
-    landing raises its ``StoreError`` (over any model error), and the reply is dropped."""
+    landing raises its ``StoreError`` (over any model error), and the reply is dropped.
+    ``known``: the transcript this turn sent so far, durable; what was sent this time once it is."""
     if landing is not None and landing.first + len(landing.messages) != h.log_len:
         await landed(landing)  # not the commit's own tail (never expected): read it all from the store
         landing = None
     slot = TurnSlot(rt.turn_gate, rt.deps.clock.sleep)
     call_id = f"{call_base(rt.id, h.id, cp.tag)}/m{h.turns_total + 1}"  # the same when re-issued
-    body = _request_body(rt, h, landing)
+    body, sent = await _request_body(rt, h, landing, known)
     span = spans.start_model(rt, h, body)
     request = ModelRequest(runtime_id=rt.id, handle=h.id, call_id=call_id,
                            body=body, take_timeout_ms=rt.options.tool_timeout_ms,
@@ -187,6 +208,7 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
     reply = with_usage(reply, request.body)
     spans.end_model(rt, span, reply)
     await landed(landing)
+    known[:] = sent  # every message sent is durable now
     try:
         check_reply(reply.message, reply.usage, rt.deps.limits)
     except PeerDataError as exc:  # the turn ends error naming the problem; nothing is committed

@@ -18,8 +18,9 @@ the events queued before the overflow, its stream ends with ``FellBehind``
 
 from __future__ import annotations
 
+import functools
 from collections import deque
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING
 
 from ..errors import ResourceExhausted
@@ -27,6 +28,7 @@ from ..events import SUBSCRIBER_BYTES, SUBSCRIBER_QUEUE
 from ..model import Event, EventType
 
 if TYPE_CHECKING:
+    from ..store.base import Store
     from .context import RuntimeContext
 
 REPLAY_PAGE = 500
@@ -56,7 +58,7 @@ async def watch(rt: RuntimeContext, after_seq: int, types: frozenset[EventType],
     sub = rt.bus.subscribe()
     try:
         replay = _replay(rt, last)
-        while (ev := next(replay, None)) is not None:
+        while (ev := await anext(replay, None)) is not None:
             last = ev.seq
             if _wanted(ev, types, handle):
                 held, ev = [ev], None
@@ -80,10 +82,14 @@ async def watch(rt: RuntimeContext, after_seq: int, types: frozenset[EventType],
         rt.bus.unsubscribe(sub)
 
 
-def _replay(rt: RuntimeContext, after: int) -> Iterator[Event]:
+def _page(runtime_id: str, after: int, store: Store) -> list[Event]:
+    return store.events(runtime_id, after, REPLAY_PAGE, max_bytes=REPLAY_BYTES)
+
+
+async def _replay(rt: RuntimeContext, after: int) -> AsyncIterator[Event]:
     """Stored events in pages bounded by bytes, each event let go of by the page as it is taken."""
     while True:
-        page = deque(rt.deps.store.events(rt.id, after, REPLAY_PAGE, max_bytes=REPLAY_BYTES))
+        page = deque(await rt.deps.store.read(functools.partial(_page, rt.id, after)))
         if not page:
             return
         after = page[-1].seq

@@ -8,8 +8,10 @@ client, sleep and randomness — are the same for every style.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 
 import httpx
@@ -18,6 +20,14 @@ from ..model import LlmConfig
 from .retry import RetryPolicy
 
 DEFAULT_TIMEOUT_MS = 60_000
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """The TLS context every model transport's client verifies with, built once per process: building
+    one loads the CA bundle (tens of ms on the event loop), which a ``New`` must not pay each time.
+    Every transport uses the same (default) verification, so one context serves them all."""
+    return httpx.create_ssl_context()
 
 
 class HttpTransport:
@@ -40,7 +50,7 @@ class HttpTransport:
         self._url = self.endpoint(config.base_url or self.default_base_url)
         self._timeout_ms = config.timeout_ms if config.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
+        self._client = client if client is not None else httpx.AsyncClient(verify=shared_ssl_context())
         self._policy = RetryPolicy(config.retries, backoff_base, backoff_cap, sleep, rand)
 
     async def aclose(self) -> None:

@@ -8,12 +8,15 @@ sees a ``Store``. Only a durable commit is counted (the timing stops after
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from prometheus_client import Histogram
 
 from ..model import JSON, Event
 from ..store.base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo
+
+T = TypeVar("T")
 
 
 class TimedStore:
@@ -23,11 +26,19 @@ class TimedStore:
         self.inner = inner
         self._latency, self._records = latency, records
 
-    async def commit(self, batch: Batch) -> None:
+    @property
+    def commit_lanes(self) -> int:
+        return self.inner.commit_lanes
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         started = time.perf_counter()
-        await self.inner.commit(batch)
+        await self.inner.commit(batch, lane)
         self._latency.observe(time.perf_counter() - started)
         self._records.observe(batch_records(batch))
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        # the inner store's reads (on its reader threads, if it has them) answered through this one
+        return await self.inner.read(lambda _: work(self))
 
     def runtime_ids(self) -> list[str]:
         return self.inner.runtime_ids()

@@ -20,12 +20,21 @@ Tables (all keyed under a runtime id):
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ..model import JSON, Event
 
 HandleKey = tuple[str, str]
+T = TypeVar("T")
+
+
+def lane_of(runtime_id: str, lanes: int) -> int:
+    """The commit lane of a runtime among ``lanes`` (``Store.commit_lanes``): the same in every
+    process and run, so one runtime's commits always take one lane."""
+    return zlib.crc32(runtime_id.encode()) % max(lanes, 1)
 
 
 @dataclass(frozen=True)
@@ -110,15 +119,34 @@ class StoreInfo:
 
 
 class Store(Protocol):
-    """Durable tables with one atomic commit. Reads are synchronous and cheap."""
+    """Durable tables with one atomic commit. Reads are synchronous; a request path makes them
+    through ``read``, which keeps a read that waits on a network (PostgreSQL) off the event loop.
+    Calling them directly is for start-up, recovery and a handle cache miss."""
 
-    async def commit(self, batch: Batch) -> None:
+    @property
+    def commit_lanes(self) -> int:
+        """How many commits may be in flight at once, each in its own ``lane`` (PostgreSQL: a
+        writer connection each; LMDB and memory: 1, one writer)."""
+        ...
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` atomically (and durably, if the store syncs).
 
-        Commits apply in the order they were called. Raises ``StoreFull`` when
-        the map or disk is full (nothing of the batch is kept) and
-        ``StoreError`` for any other failure.
+        Commits of one lane (``0 <= lane < commit_lanes``; others wrap) apply in the order they
+        were called; commits of different lanes may overlap and land in either order, so a
+        caller keeps everything of one runtime in one lane (``lane_of``). Raises ``StoreFull``
+        when the map or disk is full (nothing of the batch is kept) and ``StoreError`` for any
+        other failure.
         """
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        """``work(store)`` off the event loop where a read waits on a network: the way every read on
+        a request path is made. ``work`` calls the synchronous reads below (one or several: they
+        share one hop). PostgreSQL runs it on one of a bounded set of reader threads, each with its
+        own connection, so reads of many runtimes overlap and none holds the event loop for a round
+        trip; LMDB and memory read in microseconds from memory-mapped pages or dicts, where a
+        thread hop would cost more than the read, so they run it inline."""
+        ...
 
     def runtime_ids(self) -> list[str]: ...
 

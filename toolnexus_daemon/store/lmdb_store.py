@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -26,7 +26,7 @@ import lmdb
 from ..errors import FormatTooNew, StoreError, StoreFull
 from ..model import JSON, Event
 from . import codec, expiry_index, handle_index, lmdb_write, pending_index
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
 from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from .datafile import check_data_file, disk_is_full, free_bytes
 from .dirlock import DirLock
@@ -56,7 +56,14 @@ class LmdbStore:
 
     # ------------------------------------------------------------------ writes
 
-    async def commit(self, batch: Batch) -> None:
+    async def read(self, work: Callable[[Store], T]) -> T:
+        """Inline: a read here costs microseconds, less than any hop off the loop."""
+        return work(self)
+
+    # one writer: every commit, of any lane, applies in call order
+    commit_lanes = 1
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` atomically on the writer thread; return once it is committed (and synced).
 
         The batch is encoded (and so snapshotted) and queued on the calling

@@ -12,14 +12,14 @@ before changing anything, so a failing batch leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StoreError
 from ..model import JSON, Event
 from . import codec
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
 from .codec import FORMAT_VERSION, Table
 from .expiry import expiry_of, micros
 from .summary import contribution, summarize
@@ -61,7 +61,14 @@ class MemoryStore:
         """Make the next ``commit`` raise ``error`` and keep nothing of its batch (test hook)."""
         self._fail_next = error
 
-    async def commit(self, batch: Batch) -> None:
+    async def read(self, work: Callable[[Store], T]) -> T:
+        """Inline: a read here costs microseconds, less than any hop off the loop."""
+        return work(self)
+
+    # one writer: every commit, of any lane, applies in call order
+    commit_lanes = 1
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` at once, then yield once, as a commit on a writer thread would."""
         self._check_open()
         if self._fail_next is not None:

@@ -1,12 +1,21 @@
 """The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
 
-Commits go through ``pg_write.PgWriter`` (a writer thread with its own connection,
-one database transaction per batch, in call order), so the event loop never waits
-on a COMMIT; the engine's committer has already grouped the changes behind it.
-Reads are synchronous, as the protocol wants: each is one indexed query on the
-store's reader connection (autocommit, so it sees every committed change),
-serialised by a lock. Values are LMDB's envelope bytes, so ``codec``
-decodes them and names a damaged row's table and key exactly as LMDB does.
+Commits go through ``pg_write.PgWriter``: ``COMMIT_LANES`` writer threads, each with
+its own connection, one database transaction (one round trip) per batch, in call order
+within its lane, so the event loop never waits on a COMMIT and the transactions of
+runtimes in different lanes overlap; the engine's committer has already grouped the
+changes behind each (per lane, ``base.lane_of``).
+
+Reads are synchronous, as the protocol wants: each is one indexed query on an
+autocommit connection (so it sees every committed change). Made through ``read``
+(every request path), they run on one of ``READ_CONNECTIONS`` reader threads, each
+with its own connection, so reads overlap and none holds the event loop for a
+round trip; called directly on the thread that opened the store (start-up,
+recovery, a handle cache miss on the event loop), they use the store's own
+connection; any other thread (``ListPending`` pages on a worker thread) gets a
+connection of its own, so it never holds a lock the event loop waits on. Values
+are LMDB's envelope bytes, so ``codec`` decodes them and names a damaged row's
+table and key exactly as LMDB does.
 
 Errors are translated at this edge (``pg_link.Link.failed``): a refused or lost
 connection is ``StoreUnavailable`` (UNAVAILABLE, naming the database) and starts
@@ -19,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import psycopg
@@ -26,20 +37,27 @@ import psycopg
 from ..errors import StoreError
 from ..model import JSON, Event
 from . import codec, pg_pending, pg_schema
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, StoreInfo
+from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
 from .codec import FORMAT_VERSION, Table
 from .lmdb_write import WriterStats
 from .pg_link import Link, OneConnection
 from .pg_write import PgWriter, prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
+# writer connections, each committing its lane's transactions in order: at a few ms to the database
+# a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap
+COMMIT_LANES = 4
+# reader threads (a connection each) serving ``read``: how many reads may be in flight at once; more
+# wait their turn in the executor's queue, off the event loop
+READ_CONNECTIONS = 4
 Conn = psycopg.Connection[tuple[object, ...]]
 
 
 class PgStore:
     """The ``Store`` protocol over one PostgreSQL database; opening migrates its schema."""
 
-    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True) -> None:
+    def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
+                 commit_lanes: int = COMMIT_LANES, read_connections: int = READ_CONNECTIONS) -> None:
         """Any number of daemons may open one database: each runtime's writes are fenced by its
         lease (``pg_lease``), which every daemon on PostgreSQL holds for the runtimes it serves."""
         self.link = Link(dsn, password=password, sync=sync)
@@ -56,16 +74,23 @@ class PgStore:
             log.warning("store schema migrated", extra={"store": self.link.redacted, "from_version": before,
                                                         "to_version": after})
         self._size = 0
-        self._writer = PgWriter(self.link, self._write_error)
+        self.commit_lanes = max(commit_lanes, 1)
+        self._writers = [PgWriter(self.link, self._write_error, name=f"pg-commit-{i}")
+                         for i in range(self.commit_lanes)]
         self._closed = False
+        self._readers = ThreadPoolExecutor(max(read_connections, 1), thread_name_prefix="pg-read")
+        self._local = threading.local()  # a reader (or worker) thread's own connection
+        self._home = threading.current_thread()
+        self._reader_conns: list[OneConnection] = []
+        self._conns_lock = threading.Lock()
 
     # ------------------------------------------------------------------ writes
 
-    async def commit(self, batch: Batch) -> None:
-        """Apply ``batch`` in one transaction on the writer thread; return once it is committed.
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
+        """Apply ``batch`` in one transaction on the writer of ``lane``; return once it is committed.
 
         As on LMDB: encoded and queued before the first await (which fixes its
-        order), and run to completion even if the awaiting task is cancelled."""
+        order in its lane), and run to completion even if the awaiting task is cancelled."""
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
         steps = prepare(batch)
@@ -73,12 +98,15 @@ class PgStore:
             return
         if not self.link.up:
             raise self.link.unavailable()
-        done = asyncio.wrap_future(self._writer.submit(cast(Any, steps)))
+        writer = self._writers[lane % self.commit_lanes]
+        done = asyncio.wrap_future(writer.submit(cast(Any, steps)))
         done.add_done_callback(_retrieve_exception)
         await asyncio.shield(done)
 
     def stats(self) -> WriterStats:
-        return self._writer.stats()
+        each = [w.stats() for w in self._writers]
+        return WriterStats(transactions=sum(s.transactions for s in each), failed=sum(s.failed for s in each),
+                           queued=sum(s.queued for s in each))
 
     def _write_error(self, exc: Exception) -> Exception:
         if isinstance(exc, StoreError):
@@ -88,6 +116,23 @@ class PgStore:
         return error
 
     # ------------------------------------------------------------------- reads
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        """``work(self)`` on a reader thread and its own connection; the event loop waits for nothing."""
+        if self._closed:
+            raise StoreError(f"store {self.link.redacted} is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._readers, work, self)
+
+    def _thread_connection(self) -> OneConnection:
+        """The calling thread's own connection (a reader thread's, or a worker thread's reading a
+        page for ``ListPending``), opened on its first query and closed with the store."""
+        conn: OneConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = OneConnection(self.link)
+            with self._conns_lock:  # not the store connection's lock: a query may hold that one
+                self._reader_conns.append(conn)
+            self._local.conn = conn
+        return conn
 
     def runtime_ids(self) -> list[str]:
         return [str(r[0]) for r in self._query("SELECT rid FROM tn_runtimes ORDER BY rid")]
@@ -203,16 +248,26 @@ class PgStore:
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
+        for writer in self._writers:
+            writer.close()
+        self._readers.shutdown(wait=True)
         self.link.close()
         with self._lock:
             self._conn.close()
+        with self._conns_lock:
+            for conn in self._reader_conns:
+                conn.close()
 
     # ----------------------------------------------------------------- helpers
 
     def _query(self, sql: str, *params: object) -> list[tuple[object, ...]]:
         if self._closed:
             raise StoreError(f"store {self.link.redacted} is closed")
+        if threading.current_thread() is not self._home:  # a reader or worker thread: its own connection
+            own = self._thread_connection()
+            return own.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
+        # the thread that opened the store (the event loop's): a direct read, on the store's connection;
+        # the lock only guards against a close racing it
         with self._lock:
             return self._conn.run(lambda conn: conn.execute(sql.encode(), params).fetchall())
 

@@ -14,7 +14,9 @@ LMDB one: one batch per transaction (one COMMIT, one WAL flush when
 ``synchronous_commit`` is on), in call order; a failed transaction kept nothing.
 Grouping is the engine committer's: the batch it hands over already holds every
 change queued behind the previous commit, of every runtime, with each runtime's
-fence. The statements of a transaction go in one pipeline (one round trip). A
+fence. The statements of a transaction go in one pipeline with one Sync (one round
+trip: ``_write``). ``PgStore`` runs several writers (commit lanes), each on its own
+connection, so the transactions of runtimes in different lanes overlap. A
 serialisation failure or deadlock retries the transaction; a lost connection fails
 it with ``StoreUnavailable`` and the link reconnects in the background (``pg_link``).
 """
@@ -126,11 +128,12 @@ def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Any, 
 
 
 class PgWriter(Writer):
-    """The one thread that writes to the database: one batch per transaction, in call order."""
+    """One thread writing to the database on its own connection: one batch per transaction, in
+    call order (one commit lane of ``PgStore``)."""
 
-    def __init__(self, link: Link, map_error: ErrorMapper) -> None:
+    def __init__(self, link: Link, map_error: ErrorMapper, *, name: str = "pg-commit") -> None:
         self._conn = OneConnection(link)
-        super().__init__(cast(Any, None), {}, map_error, name="pg-commit")
+        super().__init__(cast(Any, None), {}, map_error, name=name)
 
     def _transaction(self, ops: list[Any]) -> None:
         steps = cast(list[Step], ops)
@@ -142,11 +145,16 @@ class PgWriter(Writer):
 
 
 def _write(conn: psycopg.Connection[tuple[object, ...]], steps: list[Step]) -> None:
-    """One batch's ``steps`` in one transaction, in one pipeline; a serialisation failure or
-    deadlock runs the transaction again."""
+    """One batch's ``steps`` in one transaction and one round trip; a serialisation failure or
+    deadlock runs the transaction again.
+
+    The connection is in autocommit mode and the statements go in one pipeline that ends in its
+    only Sync: PostgreSQL runs everything before a Sync as one implicit transaction, committed
+    at the Sync when every statement succeeded and rolled back otherwise. An explicit
+    ``conn.transaction()`` would cost two more round trips (its BEGIN, its COMMIT)."""
     for attempt in range(SERIALIZATION_RETRIES + 1):
         try:
-            with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
+            with conn.pipeline(), conn.cursor() as cur:
                 for sql, rows in steps:
                     cur.executemany(sql.encode(), rows)
             return
