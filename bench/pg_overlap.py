@@ -17,7 +17,7 @@ the answer, a model call). Measured, per delay:
 get slower. ``--tree`` runs the daemon from another checkout (``PYTHONPATH`` of the daemon only), so
 the same run compares main with this branch, alternating repetitions::
 
-    .venv/bin/python -m bench.pg_overlap --delay-ms 3 --tree before=/work/main --tree after=.
+    .venv/bin/python -m bench.pg_overlap --delay-ms 3 --tree before=../checkout-before --tree after=.
 
 Every loop is bounded by a count; the proxy and the servers listen on unix sockets and
 127.0.0.1 only.
