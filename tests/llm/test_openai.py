@@ -133,8 +133,9 @@ async def test_per_call_timeout(server: ScriptedModelServer) -> None:
 
 async def test_timeout_is_retried(server: ScriptedModelServer) -> None:
     """A timed-out attempt is retried and a prompt second answer wins."""
-    server.push(Reply(body=chat_response(content="late"), delay=2.0), chat_response(content="fast"))
-    reply = await transport(server.url, RecordingSleep(), retries=1, timeout_ms=200).complete(REQUEST)
+    # a second of budget: a loaded machine can take a few hundred ms to answer even on loopback
+    server.push(Reply(body=chat_response(content="late"), delay=4.0), chat_response(content="fast"))
+    reply = await transport(server.url, RecordingSleep(), retries=1, timeout_ms=1000).complete(REQUEST)
     assert reply.message["content"] == "fast"
     assert server.calls == 2
 
