@@ -36,9 +36,10 @@ NOT_RFC3339 = {
     "leap-second": "2026-12-31T23:59:60Z",
     "trailing-newline": "2026-12-05T10:00:00Z\n",
 }
-GOOD = {"utc": ("2026-12-05T10:00:00Z", "2026-12-05T10:00:00Z"),
-        "offset": ("2026-12-05T12:00:00.250+02:00", "2026-12-05T12:00:00.250+02:00"),
-        "lower-case": ("2026-12-05t10:00:00z", "2026-12-05T10:00:00Z")}
+# far in the future: a deadline that has passed would expire the request before Snapshot reads it
+GOOD = {"utc": ("2999-12-05T10:00:00Z", "2999-12-05T10:00:00Z"),
+        "offset": ("2999-12-05T12:00:00.250+02:00", "2999-12-05T12:00:00.250+02:00"),
+        "lower-case": ("2999-12-05t10:00:00z", "2999-12-05T10:00:00Z")}
 UNUSABLE = "returned an unusable result: pending.expires_at"
 
 

@@ -21,6 +21,7 @@ from toolnexus_devtools import ScriptedModelServer
 
 browser = _browser
 PROMPT = 'ship it? <img src=x onerror="alert(1)">'
+ROW_TEXTS = "return Array.from(document.querySelectorAll('#events tr.ev'), (row) => row.textContent)"
 REPLY = "shipped <script>alert(2)</script><img src=y onerror=alert(3)>"
 
 
@@ -35,7 +36,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[object, str]]:
 
 def test_log_in_open_the_runtime_approve_and_watch_the_agent_finish(browser: object,
                                                                      daemon: tuple[object, str]) -> None:
-    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.common.exceptions import NoAlertPresentException, WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.support import expected_conditions as ec
@@ -70,8 +71,10 @@ def test_log_in_open_the_runtime_approve_and_watch_the_agent_finish(browser: obj
             ask.find_element(By.CSS_SELECTOR, "textarea[name=reason]").send_keys("go ahead")
             ask.find_element(By.CSS_SELECTOR, "button.approve").click()
             # the answer returns to the runtime page, whose live timeline shows the agent finishing
-            WebDriverWait(browser, 20).until(
-                lambda b: any(REPLY in row.text for row in b.find_elements(By.CSS_SELECTOR, "#events tr.ev")))
+            # read the rows in one script: the page navigates after the click, and an element
+            # found before that fails with a driver error rather than a stale-element one
+            WebDriverWait(browser, 20, ignored_exceptions=(WebDriverException,)).until(
+                lambda b: any(REPLY in text for text in b.execute_script(ROW_TEXTS)))
             rows = browser.find_elements(By.CSS_SELECTOR, "#events tr.ev")
             assert any(r.get_attribute("data-type") == "resumed" for r in rows)
             assert wait_result(stub, parked).text == REPLY
