@@ -18,7 +18,8 @@ import pytest
 
 from toolnexus_daemon import config, errors
 from toolnexus_daemon.api.servicer import AgentRuntimeServicer
-from toolnexus_daemon.engine import notes, step, task, wakes
+from toolnexus_daemon.engine.state import notes
+from toolnexus_daemon.engine.turn import spawn_wake, step, task_tool
 from toolnexus_daemon.model import EventType, HandleState, InboxItem, LlmStyle, Status, ToolSource
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +66,7 @@ def test_every_error_code_is_documented(doc: str) -> None:
 
 
 def trace_fragments() -> list[str]:
-    """The literal text of every f-string in engine/notes.py: the fixed parts of each trace line."""
+    """The literal text of every f-string in engine/state/notes.py: the fixed parts of each trace line."""
     tree = ast.parse(Path(notes.__file__).read_text(encoding="utf-8"))
     parts = [v.value for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
              for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
@@ -79,12 +80,12 @@ def test_every_trace_line_format_is_documented(doc: str) -> None:
 
 
 def test_engine_strings_match_the_doc(doc: str) -> None:
-    assert task.DESCRIPTION_HEAD in doc
+    assert task_tool.DESCRIPTION_HEAD in doc
     assert f"At most {step.MAX_CHAINED} in a row" in doc
-    one = wakes.inbox_block([InboxItem("F", "C", "text")])
+    one = spawn_wake.inbox_block([InboxItem("F", "C", "text")])
     assert one.replace("1 item(s)", "L item(s)").replace("\n", "\\n") in doc
     ticks = [InboxItem("a", "chat", "x"), InboxItem("b", "chat", "y")] + [InboxItem("clock", "timer", "")] * 3
-    assert wakes.inbox_block(ticks).split("\n")[-1] in doc
+    assert spawn_wake.inbox_block(ticks).split("\n")[-1] in doc
 
 
 def serve_flags() -> tuple[list[str], list[str]]:

@@ -1,5 +1,5 @@
 """A verb whose caller goes away while its commit syncs still does what that commit promises
-(``engine/detached.py``): gRPC cancels a call's handler when the client's deadline passes, its
+(``engine/verbs/detached.py``): gRPC cancels a call's handler when the client's deadline passes, its
 connection drops or a forwarding daemon dies, and the cluster chaos run found a Resume cancelled
 there — its answer durable, its turn never launched, the handle ``running`` with nothing behind
 it until a restart. Each test cancels the caller while the store holds the commit, then lets
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.model import (
     JSON,
     AgentDef,

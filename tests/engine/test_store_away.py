@@ -1,6 +1,6 @@
 """A store that cannot be reached mid-turn (its database is down), on any store: the engine stops the
 runtime's turns and, once the store answers again, continues them from their last checkpoints,
-exactly as recovery after a restart does (``engine/lifetime.py``, ``heal``).
+exactly as recovery after a restart does (``engine/verbs/residency.py``, ``heal``).
 
 The store here is the in-memory one with an outage switch: while away, every commit and every
 read fails with ``StoreUnavailable``, as PostgreSQL's link does. What must hold: a reply that
@@ -20,8 +20,8 @@ import pytest
 
 from tests.engine.conftest import FunctionTools
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, StoreUnavailable
 from toolnexus_daemon.llm.base import ModelError, ModelReply, ModelRequest, reply_from_openai
 from toolnexus_daemon.model import (

@@ -12,7 +12,7 @@ from typing import Any
 
 from grpc import aio
 
-from ..engine import tracing
+from ..engine.turn import tracing
 
 TRACEPARENT = "traceparent"
 # version 00: trace id and span id in lower-case hex, neither all zeros (checked below), flags
