@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from ..clock import Clock, parse_rfc3339
+from ..clock import Clock
 from ..engine.commit.ownership import Moved
+from ..engine.expiry.rule import EXPIRED, expired
 from ..engine.state.answer_links import LINKS_RUNTIME, MAX_TOKEN_CHARS, LinkRow, digest
 from ..engine.state.request_entry import RequestEntry, WaitState
 from ..engine.verbs.engine import Engine
@@ -33,7 +34,6 @@ from ..errors import (
 from ..model import Answer, Request
 
 _DUMMY = digest("no link has this token")
-_EXPIRED = "expired"
 
 
 class LinkState(StrEnum):
@@ -108,15 +108,11 @@ class Links:
             return Link(row, request, LinkState.CANCELLED)
         if wait.state is WaitState.ANSWERED:
             answer = wait.answer
-            late = answer is not None and not answer.ok and answer.reason == _EXPIRED
+            late = answer is not None and not answer.ok and answer.reason == EXPIRED
             return Link(row, request, LinkState.EXPIRED if late else LinkState.ANSWERED, answer)
-        if self._expired(request):
+        if expired(request, self._clock.now()):
             return Link(row, request, LinkState.EXPIRED)
         return Link(row, request, LinkState.PENDING)
-
-    def _expired(self, request: Request) -> bool:
-        deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
-        return deadline is not None and self._clock.now() > deadline
 
     async def answer(self, link: Link, answer: Answer) -> Outcome:
         """Answer what ``link`` opens; the outcome says how that went, as an HTTP status."""

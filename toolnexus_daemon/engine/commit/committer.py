@@ -33,14 +33,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from ...clock import rfc3339
+from ...clock import Clock, rfc3339
 from ...errors import StoreError
 from ...model import JSON, Event, RuntimeOptions
 from ...store.base import Batch, Store, lane_of
 from ..state.answer_links import LINKS_RUNTIME
 from ..state.change import Change, EventSpec
 from ..state.handle_table import HandleTable
-from ..turn.context import Deps
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -51,14 +50,18 @@ DROP_BATCH_MAX = 1024
 
 
 class CommitHost(Protocol):
-    """What the commit path needs of a runtime (``Runtime`` satisfies it): no verb, no handle walk."""
+    """What the commit path needs of a runtime (``Runtime`` satisfies it): no verb, no handle walk.
+
+    The committer owns this protocol and sits below the runtime: it reaches the runtime only through
+    these members (its record, the publication of committed events, its handle table for the reload
+    of a refused change), never by importing a turn or a verb."""
 
     @property
     def id(self) -> str: ...
     @property
     def options(self) -> RuntimeOptions: ...
     @property
-    def deps(self) -> Deps: ...
+    def clock(self) -> Clock: ...
     @property
     def table(self) -> HandleTable: ...
     def record(self) -> JSON: ...
@@ -167,7 +170,7 @@ class RuntimeLog:
     def part(self, changes: list[Batch], specs: list[EventSpec]) -> tuple[Batch, int]:
         """This runtime's part of a transaction (its changes' records, its events numbered from
         ``next_seq``, a due retention drop, the guard's conditions) and the first seq it keeps."""
-        at = rfc3339(self.host.deps.clock.now())
+        at = rfc3339(self.host.clock.now())
         events = [self._event(self.next_seq + i, spec, at) for i, spec in enumerate(specs)]
         part = Batch(events=events)
         for batch in changes:

@@ -29,7 +29,7 @@ from ...errors import DataLoss, FailedPrecondition, NotFound, StoreError
 from ...model import Answer, Event, EventType, HandleState
 from ...store.base import Store
 from ..state.handle import Handle
-from ..verbs.resume import EXPIRED, ResumeOutcome
+from .rule import EXPIRED, due
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -47,7 +47,7 @@ class Expirable(Protocol):
     @property
     def id(self) -> str: ...
     def snapshot(self, handle_id: str) -> Handle: ...
-    async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False) -> ResumeOutcome: ...
+    async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False) -> object: ...
 
 
 class Deadlines:
@@ -121,7 +121,7 @@ class Deadlines:
             await self._clock.wait_done(self._wake, delay)
 
     async def _fire_due(self) -> None:
-        while self._heap and self._heap[0][0] <= self._clock.now():
+        while self._heap and due(self._heap[0][0], self._clock.now()):
             when, rid = heapq.heappop(self._heap)
             if self._next.get(rid) != when:
                 continue  # superseded by a sooner deadline, or forgotten
@@ -145,7 +145,7 @@ class Deadlines:
         rows = await self._store.read(lambda s: s.expiring(rid, limit))
         stuck &= {(hid, when) for when, hid in rows}  # rows gone from the index need no memory
         for when, hid in rows:
-            if when > self._clock.now():
+            if not due(when, self._clock.now()):
                 self.at(rid, when)
                 return
             if (hid, when) not in stuck:

@@ -24,8 +24,6 @@ from ...model import JSON, AgentDef, RuntimeOptions
 
 if TYPE_CHECKING:
     from ...store.base import Store
-    from ..turn.context import RuntimeContext
-    from .handle import Handle
 
 LINKS_RUNTIME = "~answer-links"
 PATH_PREFIX = "/a/"
@@ -67,11 +65,10 @@ def mint(base: str) -> Minted:
     return Minted(f"{base}{PATH_PREFIX}{token}", digest(token))
 
 
-def asks_for_link(rt: RuntimeContext, h: Handle, tool: str) -> bool:
-    """Whether the suspension of ``h`` in a call of ``tool`` gets a link: the tool, the agent or
-    the runtime options ask for it."""
-    agent = rt.agent_of(h)
-    if agent.answer_link or rt.options.answer_link:
+def asks_for_link(agent: AgentDef, options: RuntimeOptions, tool: str) -> bool:
+    """Whether a suspension of ``agent`` in a call of ``tool`` gets a link: the tool, the agent or
+    the runtime ``options`` ask for it."""
+    if agent.answer_link or options.answer_link:
         return True
     return any(t.name == tool and t.answer_link for t in agent.tools)
 

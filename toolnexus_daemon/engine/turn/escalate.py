@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ...clock import parse_rfc3339
 from ...model import ROOT_ID, Answer, EventType, HandleState, Request, ToolResult
+from ..expiry.rule import EXPIRED, expired
 from ..state import notes
 from ..state.change import Change
 from ..state.handle import Handle
@@ -49,8 +49,8 @@ async def try_inline(rt: RuntimeContext, h: Handle, call_id: str, request: Reque
         await _back(rt, h, answer)
     if answer is None:
         return None
-    if _expired(rt, request):
-        answer = Answer(answer.id, ok=False, reason="expired")
+    if expired(request, rt.deps.clock.now()):
+        answer = Answer(answer.id, ok=False, reason=EXPIRED)
     if not answer.ok:
         return ToolResult(output=f"declined/expired: {request.prompt}")
     again = await reinvoke(answer)
@@ -81,7 +81,3 @@ async def _back(rt: RuntimeContext, h: Handle, answer: Answer | None) -> None:
                      data={"request_id": answer.id, "ok": answer.ok, "inline": True})
     await rt.commit(change)
 
-
-def _expired(rt: RuntimeContext, request: Request) -> bool:
-    deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
-    return deadline is not None and rt.deps.clock.now() > deadline

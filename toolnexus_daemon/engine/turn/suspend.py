@@ -36,10 +36,11 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     is_leaf = step.calls[idx].name != TASK_TOOL or not rt.agent_of(h).team
     entry: RequestEntry | None = None
     if is_leaf:
-        asked = with_ttl(rt, _with_path(h, request))
+        asked = with_ttl(_with_path(h, request), rt.options.pending_ttl_ms, rt.deps.clock.now())
         await rt.requests.fetch(asked.id)  # the entry open reads, read off the event loop
         request, entry = rt.requests.open(asked, h.id)
-        if rt.deps.answer_base and answer_links.asks_for_link(rt, h, step.calls[idx].name):
+        tool = step.calls[idx].name
+        if rt.deps.answer_base and answer_links.asks_for_link(rt.agent_of(h), rt.options, tool):
             request = _linked(rt, h, request, entry, change)
     drift.record(rt, h, step.calls[idx].name if is_leaf else "")
     h.state = HandleState.SUSPENDED

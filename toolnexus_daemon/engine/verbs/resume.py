@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...clock import parse_rfc3339
 from ...errors import AlreadyAnswered, FailedPrecondition, InvalidArgument, NotFound
 from ...model import JSON, Answer, EventType, HandleState, Request, TaskResult
 from ..definitions import elicit_check
 from ..definitions.fingerprint import DefinitionChange
+from ..expiry.rule import EXPIRED, expired
 from ..state import notes
 from ..state.change import Change
 from ..state.handle import Handle
@@ -29,10 +29,6 @@ from ..turn.step import announce_reinvocations
 
 if TYPE_CHECKING:
     from ..turn.context import RuntimeContext
-
-# the reason of a decline the deadline made (docs/protocol.md §10)
-EXPIRED = "expired"
-
 
 @dataclass(frozen=True)
 class ResumeOutcome:
@@ -117,8 +113,7 @@ def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry
 def _expired_as_decline(rt: RuntimeContext, answer: Answer, request: Request) -> Answer:
     """An answer at or after ``expires_at`` is a decline with reason ``expired`` (at that instant the
     daemon's own decline is due too: both agree, whichever reaches the lock first)."""
-    deadline = parse_rfc3339(request.expires_at) if request.expires_at else None
-    if deadline is not None and rt.deps.clock.now() >= deadline:
+    if expired(request, rt.deps.clock.now()):
         return Answer(answer.id, ok=False, data=answer.data, reason=EXPIRED)
     return answer
 

@@ -152,6 +152,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ records
 
+    @property
+    def clock(self) -> Clock:
+        """The engine's clock (the commit path stamps this runtime's events with it)."""
+        return self.deps.clock
+
     def record(self) -> JSON:
         return {"id": self.id, "agents": [a.to_json() for a in self.agents.values()],
                 "llm": self.llm.to_json(), "options": self.options.to_json(), "created_at": self.created_at,
