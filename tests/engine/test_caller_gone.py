@@ -127,7 +127,7 @@ async def test_a_stop_whose_caller_left_during_its_commit_still_settles_the_wait
     await _cancel_while_held(store, stop, lambda: rt.snapshot(h).state is after)
     result = await asyncio.wait_for(waiting, 5)
     assert result.status is status
-    assert rt.snapshot(h).task is None
+    assert rt.turn_of(rt.snapshot(h)) is None
     assert (store.get_handle("gone", h) or {}).get("state") == str(after)
 
 

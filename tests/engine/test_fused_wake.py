@@ -80,12 +80,12 @@ async def test_wake_for_returns_the_result_of_the_turn_it_started() -> None:
     rt = await _runtime(CountingStore(), model)
     h = await rt.spawn("root", "a")
     woken = await rt.wake_for(h.id, "go", 5000)
-    assert woken.wait is not None and len(h.waiters) == 1, "the waiter is registered before the wake returns"
+    assert woken.wait is not None and h.live.waiting == 1, "the waiter is registered before the wake returns"
     model.gate.set()  # the turn may settle before the caller awaits: the registered waiter still sees it
     await asyncio.sleep(0.05)
     result = await woken.wait.result()
     assert (result.status, result.text) == (Status.DONE, "ok: go")
-    assert h.waiters == []
+    assert h.live.waiting == 0
 
 
 async def test_a_fused_wait_times_out_like_wait() -> None:
@@ -117,7 +117,7 @@ async def test_a_refused_wake_leaves_no_waiter_and_a_bad_spawn_no_handle() -> No
     h = (await rt.spawn_awake("root", "a", None, "go", 0)).handle
     with pytest.raises(FailedPrecondition, match="is running"):
         await rt.wake_for(h, "again", 1000)
-    assert rt.snapshot(h).waiters == []
+    assert rt.snapshot(h).live.waiting == 0
     with pytest.raises(NotFound, match='unknown agent "zz"'):
         await rt.spawn_awake("root", "zz", None, "go", 1000)
     assert [c.id for c in rt.list()] == [h]

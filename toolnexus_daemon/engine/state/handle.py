@@ -1,7 +1,7 @@
 """A handle: the durable record of one agent instance plus its in-memory companions.
 
-``Handle`` is what the store keeps (``to_json``); waiters and the running turn
-task live beside it and are never persisted. The conversation log of a handle
+``Handle`` is what the store keeps (``to_json``); its waiters and escalation lock live beside
+it in ``live`` (``live.Live``, their one owner) and are never persisted. The conversation log of a handle
 is stored per message: ``committed_len`` messages are its committed transcript,
 the messages from there to ``log_len`` belong to the open turn (uncommitted
 until the turn completes; dropped if it is abandoned).
@@ -16,12 +16,12 @@ start or a spawn under a root with 100,000 children never reads it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from ...model import JSON, Budget, HandleState, InboxItem, Request, Status, TaskResult, Usage
 from .checkpoint import Checkpoint
+from .live import Live
 
 
 @dataclass(eq=False)
@@ -64,9 +64,8 @@ class Handle:
     read_children: Callable[[], list[str]] | None = field(default=None, repr=False)
     # children added since this object was read, before ``children`` was first used
     unread_children: list[str] = field(default_factory=list, repr=False)
-    # not persisted
-    waiters: list[asyncio.Future[TaskResult]] = field(default_factory=list, repr=False)
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
+    # not persisted: the waiters and the escalation lock, with their one owner
+    live: Live = field(default_factory=Live, repr=False)
 
     def to_json(self) -> JSON:
         return {
@@ -124,9 +123,9 @@ class Handle:
             self.children.append(child_id)
 
     def restore_from(self, fresh: Handle) -> None:
-        """Take every persisted field (and the checkpoint) of ``fresh``; waiters and task stay."""
+        """Take every persisted field (and the checkpoint) of ``fresh``; the live state stays."""
         for f in fields(self):
-            if f.name not in ("waiters", "task"):
+            if f.name != "live":
                 setattr(self, f.name, getattr(fresh, f.name))
 
     def result(self, status: Status, text: str, *, is_error: bool | None = None,
@@ -136,12 +135,6 @@ class Handle:
         return TaskResult(status=status, text=text, is_error=err, pending=pending,
                           turns=self.turns_total, total_tokens=self.usage.total_tokens, limit=limit,
                           usage_estimated=self.usage.estimated)
-
-    def settle_waiters(self, result: TaskResult) -> None:
-        waiters, self.waiters = self.waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(result)
 
 
 def children_log(handle_id: str) -> str:

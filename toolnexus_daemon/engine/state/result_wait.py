@@ -23,8 +23,7 @@ class ResultWait:
         self.handle = h
         self._clock = clock
         self._timeout_ms = timeout_ms
-        self._fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
-        h.waiters.append(self._fut)
+        self._fut = h.live.waiter()
 
     async def result(self) -> TaskResult:
         h, timeout_ms = self.handle, self._timeout_ms
@@ -38,5 +37,4 @@ class ResultWait:
             self.drop()
 
     def drop(self) -> None:
-        if self._fut in self.handle.waiters:
-            self.handle.waiters.remove(self._fut)
+        self.handle.live.drop(self._fut)

@@ -83,7 +83,7 @@ async def _close_one(rt: RuntimeContext, h: Handle, reason: str, keep_result: bo
     change.save(h).transition(h, prior, HandleState.CLOSED, note)
     change.event(h, EventType.CLOSED, note, result=result)
     await rt.commit(change)
-    h.settle_waiters(result)
+    h.live.settle(result)
 
 
 def _closed_meanwhile(h: Handle) -> bool:
@@ -93,20 +93,20 @@ def _closed_meanwhile(h: Handle) -> bool:
 
 async def _grace(rt: RuntimeContext, h: Handle) -> None:
     """Let a running turn finish within the runtime's close grace."""
-    if h.task is None or h.task.done():
+    task = rt.turn_of(h)
+    if task is None or task.done():
         return
     # asyncio.wait neither cancels the turn on timeout nor raises when a concurrent Close cancels
     # it (waiting on a shield of it did, which left that Close's RPC unanswered)
-    await rt.deps.clock.wait_done(h.task, rt.options.close_grace_ms / 1000)
+    await rt.deps.clock.wait_done(task, rt.options.close_grace_ms / 1000)
 
 
 async def _stop_turn(rt: RuntimeContext, h: Handle) -> None:
-    task = h.task
+    task = rt.turn_of(h)
     if task is not None and not task.done() and task is not asyncio.current_task():
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-    h.task = None
 
 
 def _drop_turn(rt: RuntimeContext, h: Handle) -> Change:
@@ -139,7 +139,7 @@ async def _abandon(rt: RuntimeContext, h: Handle, prior: HandleState, note: str,
     change.save(h).transition(h, prior, HandleState.IDLE, note)
     change.event(h, EventType.RESULT, note, result=result)
     await rt.commit(change)
-    h.settle_waiters(result)
+    h.live.settle(result)
 
 
 def _pending_chain(rt: RuntimeContext, h: Handle) -> list[Handle]:

@@ -42,7 +42,7 @@ async def try_inline(rt: RuntimeContext, h: Handle, call_id: str, request: Reque
     resolver = rt.deps.resolver
     if who is None or resolver is None or not resolver.available(rt.id):
         return None
-    async with rt.escalation_lock(h):
+    async with h.live.escalation():
         await _flip(rt, h, request, who)
         answer = await resolver.resolve(rt.id, h.id, call_id + "/resolve", request,
                                         rt.options.tool_timeout_ms)

@@ -288,7 +288,7 @@ async def _record_reply(rt: RuntimeContext, h: Handle, cp: Checkpoint, reply: Mo
         result = h.result(Status.DONE, message_text(reply.message))
         _settle(h, cp, change, result, notes.done(h.id, cp.turns, cp.tokens))
         await rt.commit(change)
-        h.settle_waiters(result)
+        h.live.settle(result)
         return
     cp.step = Step(number=h.turns_total, assistant_index=index, calls=calls, tag=cp.tag)
     # the calls are announced (tool_call events) in the same commit as the reply that asked for them
@@ -312,7 +312,7 @@ async def _settle_incomplete(rt: RuntimeContext, h: Handle, cp: Checkpoint, text
     change = Change()
     _settle(h, cp, change, result, note)
     await rt.commit(change)
-    h.settle_waiters(result)
+    h.live.settle(result)
 
 
 async def _settle_failed_commit(rt: RuntimeContext, h: Handle, message: str) -> None:
@@ -328,7 +328,7 @@ async def _settle_failed_commit(rt: RuntimeContext, h: Handle, message: str) -> 
         log.error("the failed turn could not be recorded either",
                   extra={"runtime": rt.id, "handle": h.id, "error": str(again)})
         if h.last_result is not None:
-            h.settle_waiters(h.last_result)
+            h.live.settle(h.last_result)
 
 
 async def _settle_error(rt: RuntimeContext, h: Handle, message: str) -> None:
@@ -347,4 +347,4 @@ async def _settle_error(rt: RuntimeContext, h: Handle, message: str) -> None:
     change.transition(h, HandleState.RUNNING, HandleState.IDLE, notes.errored(h.id, message))
     change.event(h, EventType.RESULT, notes.errored(h.id, message), result=result)
     await rt.commit(change)
-    h.settle_waiters(result)
+    h.live.settle(result)

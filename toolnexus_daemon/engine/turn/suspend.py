@@ -56,7 +56,7 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     change.event(h, EventType.PENDING, note, pending=request)
     change.event(h, EventType.RESULT, note, result=result)
     await rt.commit(change)
-    h.settle_waiters(result)
+    h.live.settle(result)
 
 
 def _linked(rt: RuntimeContext, h: Handle, request: Request, entry: RequestEntry, change: Change) -> Request:

@@ -135,8 +135,8 @@ class Engine:
                 continue
             self._runtimes[rid] = rt
             self.deadlines.track(rid)
-            recovered += rt.lifetime.recover()
-            await rt.lifetime.recover_queues()
+            recovered += rt.residency.recover()
+            await rt.residency.recover_queues()
         return recovered
 
     def _load(self, rid: str, fence: Fence | None = None) -> Runtime | None:
@@ -144,7 +144,7 @@ class Engine:
         if rec is None:
             return None
         rt = self._build(rid, rec, fence)
-        rt.lifetime.load()
+        rt.residency.load()
         return rt
 
     # ------------------------------------------------------------------ cluster
@@ -196,8 +196,8 @@ class Engine:
             return None
         self._runtimes[rid] = rt
         self.deadlines.track(rid)
-        recovered = rt.lifetime.recover()
-        await rt.lifetime.recover_queues()
+        recovered = rt.residency.recover()
+        await rt.residency.recover_queues()
         log.info("runtime taken over", extra={"runtime": rid, "epoch": fence.epoch, "recovered": recovered})
         return rt
 
@@ -229,7 +229,7 @@ class Engine:
         rt = self._runtimes.pop(runtime_id)
         log.warning("runtime lost to another daemon; forgotten here", extra={"runtime": runtime_id})
         self.deadlines.forget(runtime_id)
-        rt.lifetime.retire(why)
+        rt.residency.retire(why)
         for listener in self.lost_listeners:
             listener(runtime_id)
         task = asyncio.get_running_loop().create_task(self._forget(rt))
@@ -242,7 +242,7 @@ class Engine:
         self.lost(runtime_id, None, STALE)
 
     async def _forget(self, rt: Runtime) -> None:
-        await rt.lifetime.stop()
+        await rt.residency.stop()
         await rt.deps.model.aclose()
         await rt.aclose_models()
 
@@ -256,7 +256,7 @@ class Engine:
             task.cancel()
         await asyncio.gather(*sweeping, return_exceptions=True)
         for rt in list(self._runtimes.values()):
-            await rt.lifetime.stop()
+            await rt.residency.stop()
         if self.ownership is not None:
             for rid in list(self._runtimes):
                 try:
@@ -516,7 +516,7 @@ class Engine:
     async def _shutdown_runtime(self, rt: Runtime, purge: bool) -> None:
         await rt.shutdown()
         if purge:
-            await rt.lifetime.stop()
+            await rt.residency.stop()
             await rt.purge()  # through the commit path: fenced by the lease in a cluster
             self._runtimes.pop(rt.id, None)
             self.deadlines.forget(rt.id)

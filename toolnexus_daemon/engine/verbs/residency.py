@@ -1,7 +1,8 @@
 """A runtime's life in this daemon: load, recovery, serving its turns, eviction.
 
-One object owns the turns running in memory and the handles a start found mid-flight, so
-"what does this daemon run for this runtime, and how does it stop" has one answer. The engine
+One object owns the turns running in memory (the one table of turn tasks, by handle id) and the
+handles a start found mid-flight, so "what does this daemon run for this runtime, and how does it
+stop" has one answer. The engine
 drives it: ``load`` then ``recover`` at a start or a cluster take-over, ``launch`` while serving,
 ``retire`` and ``stop`` when the runtime is given up or the daemon stops. The cluster's
 hand-over belongs here too (stop serving, release, let the next owner ``load``).
@@ -44,11 +45,14 @@ HEAL_MAX_S = 2.0
 HEAL_CALM_S = 30.0
 
 
-class RuntimeLifetime:
+class Residency:
+    """One runtime resident in this daemon: its running turns, its recovery, its heal and stop."""
+
     def __init__(self, rt: RuntimeContext, table: HandleTable) -> None:
         self._rt = rt
         self._table = table
-        self._tasks: set[asyncio.Task[None]] = set()
+        # the task running each handle's turn: the one place a turn task is kept
+        self._turns: dict[str, asyncio.Task[None]] = {}
         # handles ``load`` found running, escalating or holding queued wakes
         self._recovering: list[Handle] = []
         # set when this daemon gave the runtime up (cluster): why its streams and waits ended
@@ -67,7 +71,7 @@ class RuntimeLifetime:
         self._recovering = self._table.load_recovering()
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
-        """Run ``h``'s turn as a task this lifetime tracks (and stops); ``landing``: the wake's
+        """Run ``h``'s turn as a task this residency tracks (and stops); ``landing``: the wake's
         commit, when the turn may ask the model while it syncs.
 
         Once stopped, nothing launches: a verb that outlived its caller (``detached``) may commit
@@ -76,9 +80,16 @@ class RuntimeLifetime:
         if self._stopped:
             return
         task = asyncio.create_task(run_turn(self._rt, h, landing), name=f"turn {self._rt.id} {h.id}")
-        h.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._turns[h.id] = task
+        task.add_done_callback(lambda done: self._ended(h.id, done))
+
+    def _ended(self, handle_id: str, task: asyncio.Task[None]) -> None:
+        if self._turns.get(handle_id) is task:  # not a later turn of the handle launched meanwhile
+            del self._turns[handle_id]
+
+    def turn_of(self, h: Handle) -> asyncio.Task[None] | None:
+        """The task running ``h``'s turn, while one runs."""
+        return self._turns.get(h.id)
 
     def recover(self) -> int:
         """Continue every handle that was running (or escalating inline) when the daemon stopped."""
@@ -105,14 +116,11 @@ class RuntimeLifetime:
         if self._healing is not None and not self._healing.done():
             self._again = True
             return
-        task = asyncio.create_task(self._heal(), name=f"heal {self._rt.id}")
-        self._healing = task
-        self._tasks.add(task)  # ``stop`` ends it (the daemon stops, or the runtime moved away)
-        task.add_done_callback(self._tasks.discard)
+        # ``stop`` ends it (the daemon stops, or the runtime moved away)
+        self._healing = asyncio.create_task(self._heal(), name=f"heal {self._rt.id}")
 
     async def _heal(self) -> None:
-        me = asyncio.current_task()
-        turns = [t for t in self._tasks if t is not me]
+        turns = list(self._turns.values())
         for t in turns:
             t.cancel()
         await asyncio.gather(*turns, return_exceptions=True)
@@ -152,12 +160,13 @@ class RuntimeLifetime:
         # still owns the runtime (refused: the runtime is forgotten here, as after any fenced commit)
         await self._rt.commit(Change())
         await self._rt.settle_commits()
-        spared = {t for t in self._tasks if not t.done()}  # turns started since the heal began
+        # turns started since the heal began (it awaited the others' ends)
+        spared = {hid for hid, t in self._turns.items() if not t.done()}
         self._again = False  # a turn that failed until now is reloaded and continued here
-        handles = self._table.reload_mid_turn(lambda h: h.task in spared)
+        handles = self._table.reload_mid_turn(lambda h: h.id in spared)
         for h in handles:  # a turn whose end landed as its connection broke: its waiters hear it
             if h.state is not HandleState.RUNNING and not h.escalating and h.last_result is not None:
-                h.settle_waiters(h.last_result)
+                h.live.settle(h.last_result)
         continued = self._continue(handles)
         for h in handles:
             if h.wake_queue and h.children and not self._stopped:
@@ -184,7 +193,9 @@ class RuntimeLifetime:
         """Stop running turns without changing their state (they continue on the next start), and
         end live watchers."""
         self._stopped = True
-        tasks = list(self._tasks)
+        tasks = list(self._turns.values())
+        if self._healing is not None and self._healing is not asyncio.current_task():
+            tasks.append(self._healing)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -4,7 +4,7 @@ The state has owners of its own: the handle table (``state/handle_table.py``), t
 (``state/request_index.py``), the runtime's log on the engine's one committer (``committer.py``: every
 change, its checkpoint and its events land in one store transaction, in order, with gapless
 event seqs, and only then are the events published live; a refused commit reloads the touched
-handles) and the lifetime (``residency.py``:
+handles) and the residency (``residency.py``:
 load, recovery, running turns, stop). The verb modules see this class only through
 ``context.RuntimeContext``, so the engine's imports run one way.
 """
@@ -66,7 +66,7 @@ from ..turn.tracing import NOOP, Tracer
 from . import resume as resume_mod
 from .detached import run_to_end
 from .event_stream import watch as watch_events
-from .residency import RuntimeLifetime
+from .residency import Residency
 from .resume import ResumeOutcome
 
 log = logging.getLogger("toolnexus_daemon.engine")
@@ -131,14 +131,13 @@ class Runtime:
         self.table = HandleTable(deps.store, runtime_id)
         self.handles = self.table.cache
         self.bus = EventBus()
-        self.lifetime = RuntimeLifetime(self, self.table)
+        self.residency = Residency(self, self.table)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
         next_seq = deps.store.last_seq(runtime_id) + 1
         self.requests = RequestIndex(deps.store, runtime_id)
         first = deps.store.events(runtime_id, 0, 1)
         self._log = deps.committer.open(self, next_seq, first[0].seq if first else next_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
-        self._escalations: dict[str, asyncio.Lock] = {}
         # the latest registry version and the older ones read so far (docs/versions.md)
         latest = version or versions.make(1, agents, llm, created_at)
         self.version = latest.number
@@ -370,11 +369,6 @@ class Runtime:
                 return settled
         return await ResultWait(h, self.deps.clock, timeout_ms).result()
 
-    def waiter(self, h: Handle) -> asyncio.Future[TaskResult]:
-        fut: asyncio.Future[TaskResult] = asyncio.get_running_loop().create_future()
-        h.waiters.append(fut)
-        return fut
-
     async def resume(self, answer: Answer, handle_id: str = "", no_wait: bool = False,
                      accept_changed_definition: bool = False, upgrade: bool = False) -> ResumeOutcome:
         """Route ``answer`` by id, continue the leaf from its checkpoint, cascade up (docs/protocol.md §4).
@@ -389,8 +383,7 @@ class Runtime:
         try:
             result = settled if settled is not None else await asyncio.shield(fut)
         finally:
-            if fut in top.waiters:
-                top.waiters.remove(fut)
+            top.live.drop(fut)
         return ResumeOutcome(top.id, result, accepted.duplicate)
 
     async def _accept(self, answer: Answer, handle_id: str, no_wait: bool, accept_changed_definition: bool,
@@ -408,13 +401,13 @@ class Runtime:
                 await self.requests.fetch(answer.id)
             accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition, upgrade)
             top = accepted.chain[-1]
-            fut = None if no_wait else self.waiter(top)
+            fut = None if no_wait else top.live.waiter()
             if change is not None:
                 try:
                     await self.commit(change)
                 except BaseException:  # refused: nobody will wait on this one
-                    if fut is not None and fut in top.waiters:
-                        top.waiters.remove(fut)
+                    if fut is not None:
+                        top.live.drop(fut)
                     raise
                 for h in accepted.chain:
                     self.launch(h)
@@ -427,8 +420,8 @@ class Runtime:
         this daemon gave the runtime up meanwhile: its memory may be older than what the next owner
         committed."""
         await self._log.barrier()
-        if self.lifetime.retired:
-            raise Unavailable(f"{self.lifetime.retired}; retry the call")
+        if self.residency.retired:
+            raise Unavailable(f"{self.residency.retired}; retry the call")
         self.table.settle_restores()
 
     def snapshot(self, handle_id: str) -> Handle:
@@ -501,10 +494,10 @@ class Runtime:
     # ------------------------------------------------------------------ turns
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
-        self.lifetime.launch(h, landing)
+        self.residency.launch(h, landing)
 
     def store_unreachable(self) -> None:
-        self.lifetime.heal()
+        self.residency.heal()
 
     async def settle_commits(self) -> None:
         for _ in range(SETTLE_ROUNDS):  # each round waits for a commit queued meanwhile
@@ -516,16 +509,15 @@ class Runtime:
     @property
     def retired(self) -> str:
         """Why this daemon gave the runtime up (empty while it serves it)."""
-        return self.lifetime.retired
+        return self.residency.retired
 
     @property
     def gone(self) -> asyncio.Event:
         """Set once this daemon gave the runtime up: streams and waits on it end."""
-        return self.lifetime.gone
+        return self.residency.gone
 
-    def escalation_lock(self, h: Handle) -> asyncio.Lock:
-        """Serialises inline escalations of one handle (its state flips once per escalation)."""
-        return self._escalations.setdefault(h.id, asyncio.Lock())
+    def turn_of(self, h: Handle) -> asyncio.Task[None] | None:
+        return self.residency.turn_of(h)
 
 
 def settled_result(h: Handle) -> TaskResult | None:
