@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -38,8 +39,31 @@ def probe_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
+@dataclass(frozen=True)
+class _Probe:
+    """The parsed command line, typed (argparse's namespace is not)."""
+
+    target: str
+    service: str
+    timeout: float
+    tls_ca: Path | None
+    tls_cert: Path | None
+    tls_key: Path | None
+
+
+def _probe(argv: Sequence[str], env: Mapping[str, str]) -> _Probe:
     ns = probe_parser(env).parse_args(list(argv))
+    target: str = ns.target
+    service: str = ns.service
+    timeout: float = ns.timeout
+    tls_ca: Path | None = ns.tls_ca
+    tls_cert: Path | None = ns.tls_cert
+    tls_key: Path | None = ns.tls_key
+    return _Probe(target, service, timeout, tls_ca, tls_cert, tls_key)
+
+
+def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    ns = _probe(argv, env)
     try:
         with _channel(ns) as channel:
             reply = _check(channel)(health_pb2.HealthCheckRequest(service=ns.service), timeout=ns.timeout)
@@ -62,7 +86,7 @@ def _check(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable[health_pb2.Hea
                                response_deserializer=health_pb2.HealthCheckResponse.FromString)
 
 
-def _channel(ns: argparse.Namespace) -> grpc.Channel:
+def _channel(ns: _Probe) -> grpc.Channel:
     if ns.tls_ca is None:
         return grpc.insecure_channel(ns.target)
     key = ns.tls_key.read_bytes() if ns.tls_key else None
