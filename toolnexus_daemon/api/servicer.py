@@ -20,10 +20,10 @@ from typing import Literal, TypeVar
 
 from google.protobuf.message import Message
 
-from ..engine.verbs.engine import Engine
 from ..engine.commit.ownership import Moved
-from ..engine.verbs.runtime import Runtime, Woken
+from ..engine.verbs.engine import Engine
 from ..engine.verbs.event_stream import FellBehind
+from ..engine.verbs.runtime import Runtime, Woken
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID, EventType
 from ..relay import WorkerHub
