@@ -5,6 +5,12 @@ Why a script: the generated modules import each other as the top-level
 We rewrite those imports to relative ones so each package owns its own copy
 (as temporal's SDK does). ``--check`` regenerates into a temp dir and fails on
 any difference, so CI catches stubs that drifted from the contract.
+
+The type stubs (``.pyi``) come from mypy-protobuf's two protoc plugins (pinned in
+requirements-dev.txt): ``runtime_pb2.pyi`` types every message and
+``runtime_pb2_grpc.pyi`` the service's stubs and servicer, for the blocking and
+the asyncio API alike (``grpc`` itself is typed by types-grpcio), so mypy checks
+the gRPC edge against the contract instead of seeing ``Any``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,11 +34,23 @@ IMPORT_RE = re.compile(r"^from toolnexus\.agents\.v1 import (\w+) as", re.MULTIL
 HEADER = '"""Generated from proto/ by scripts/gen_proto.py. Do not edit."""\n'
 
 
+def _plugin(name: str) -> str:
+    """The protoc plugin ``name`` beside this interpreter (a venv's bin/), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} not found: install requirements-dev.txt (mypy-protobuf)")
+    return found
+
+
 def _protoc(out: Path) -> None:
     protos = sorted(str(p.relative_to(PROTO_DIR)) for p in PROTO_DIR.rglob("*.proto"))
     cmd = [
         sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}",
-        f"--python_out={out}", f"--grpc_python_out={out}", f"--pyi_out={out}", *protos,
+        f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
+        f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
+        f"--python_out={out}", f"--grpc_python_out={out}",
+        f"--mypy_out=quiet:{out}", f"--mypy_grpc_out=quiet:{out}", *protos,
     ]
     subprocess.run(cmd, check=True)
 

@@ -31,11 +31,11 @@ def request_ids(request: object) -> dict[str, str]:
     """The ids a request names, under the log's field names (absent ones left out)."""
     out: dict[str, str] = {}
     for attr, name in (("runtime_id", "runtime"), ("handle", "handle")):
-        value = getattr(request, attr, "")
+        value: object = getattr(request, attr, "")
         if isinstance(value, str) and value:
             out[name] = value[:200]
-    answer = getattr(request, "answer", None)
-    answer_id = getattr(answer, "id", "")
+    answer: object = getattr(request, "answer", None)
+    answer_id: object = getattr(answer, "id", "")
     if isinstance(answer_id, str) and answer_id:
         out["request_id"] = answer_id[:200]
     return out

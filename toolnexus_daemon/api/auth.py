@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeAlias, TypeVar
 
 import grpc
 from grpc import aio
@@ -23,15 +23,21 @@ REFLECTION_PREFIXES = ("/grpc.reflection.v1alpha.ServerReflection/", "/grpc.refl
 UNAUTHENTICATED = "missing or wrong bearer token: send metadata authorization: Bearer <token>"
 
 log = logging.getLogger("toolnexus_daemon.access")
+Req = TypeVar("Req")  # whatever the intercepted method takes and answers
+Resp = TypeVar("Resp")
+# (strings: grpc's RpcMethodHandler is generic only in its type stubs)
+Handler: TypeAlias = "grpc.RpcMethodHandler[Req, Resp]"
+# what an interceptor is given: the handler the server found for a call (None: no such method)
+Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler[Req, Resp] | None]]"
 
 
-class BearerTokenInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped
+class BearerTokenInterceptor(aio.ServerInterceptor):
     def __init__(self, token: str, *, reflection_open: bool = False) -> None:
         self._expected = f"Bearer {token}".encode()
         self._open = OPEN_PREFIXES + (REFLECTION_PREFIXES if reflection_open else ())
 
-    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
-                                details: grpc.HandlerCallDetails) -> Any:
+    async def intercept_service(self, continuation: Continuation[Req, Resp],
+                                details: grpc.HandlerCallDetails) -> Handler[Req, Resp] | None:
         handler = await continuation(details)
         if handler is None or str(details.method).startswith(self._open) or self._allowed(details):
             return handler
@@ -46,18 +52,19 @@ class BearerTokenInterceptor(aio.ServerInterceptor):  # type: ignore[misc]  # gr
         return False
 
 
-def _refusing(handler: Any) -> Any:
+def _refusing(handler: Handler[Req, Resp]) -> Handler[Req, Resp]:
     """A handler of the same shape as ``handler`` that aborts UNAUTHENTICATED."""
 
-    async def abort(_request: Any, context: aio.ServicerContext[Any, Any]) -> None:
+    async def abort(_request: object, context: aio.ServicerContext[Req, Resp]) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
 
-    serde = {"request_deserializer": handler.request_deserializer,
-             "response_serializer": handler.response_serializer}
+    decode, encode = handler.request_deserializer, handler.response_serializer
     if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(abort, **serde)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(abort, **serde)
-    if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(abort, **serde)
-    return grpc.stream_stream_rpc_method_handler(abort, **serde)
+        make = grpc.unary_unary_rpc_method_handler
+    elif handler.unary_stream:
+        make = grpc.unary_stream_rpc_method_handler
+    elif handler.stream_unary:
+        make = grpc.stream_unary_rpc_method_handler
+    else:
+        make = grpc.stream_stream_rpc_method_handler
+    return make(abort, request_deserializer=decode, response_serializer=encode)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from google.protobuf import struct_pb2
+from google.protobuf.message import Message
 
 from ..bounds import bounded_output
 from ..engine.definitions.fingerprint import DefinitionChange
@@ -74,14 +74,14 @@ def _unreadable(out: struct_pb2.Struct) -> None:
         f"a value nested deeper than {READ_STRUCT_DEPTH} levels, or not an object")
 
 
-def _fill(out: struct_pb2.Struct, value: dict[str, Any], depth: int) -> None:
+def _fill(out: struct_pb2.Struct, value: Mapping[str, object], depth: int) -> None:
     """Copy the dict ``value``, at nesting ``depth`` (1 at the top), into the empty ``out``."""
     fields = out.fields
     for key, item in value.items():
         _set(fields[key], item, depth)
 
 
-def _set(target: struct_pb2.Value, item: Any, depth: int) -> None:
+def _set(target: struct_pb2.Value, item: object, depth: int) -> None:
     """What ``Struct.update`` does with one value (same kinds, same errors), with the depth bound."""
     if item is None:
         target.null_value = struct_pb2.NULL_VALUE
@@ -133,7 +133,7 @@ def from_struct(value: struct_pb2.Struct) -> JSON:
     return {key: _plain(item) for key, item in value.fields.items()}
 
 
-def _plain(value: struct_pb2.Value) -> Any:
+def _plain(value: struct_pb2.Value) -> object:
     which = value.WhichOneof("kind")
     if which == "string_value":
         return value.string_value
@@ -153,7 +153,7 @@ def _plain(value: struct_pb2.Value) -> Any:
     return None  # null_value, or no kind at all (MessageToDict reads both as JSON null)
 
 
-def optional_struct(msg: Any, name: str) -> JSON | None:
+def optional_struct(msg: Message, name: str) -> JSON | None:
     """The Struct field ``name`` of ``msg`` as a dict, or None when it is unset."""
     return from_struct(getattr(msg, name)) if msg.HasField(name) else None
 

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 import grpc
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf import struct_pb2
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import DecodeError, Message
+from grpc import aio
 
 from ._gen import runtime_pb2 as pb
+from ._gen import runtime_pb2_grpc as pb_grpc
 
 STRUCT, LIST, VALUE = "google.protobuf.Struct", "google.protobuf.ListValue", "google.protobuf.Value"
 _DECODE_REASONS = {
@@ -41,6 +44,9 @@ class Refused:
 
 
 Deserializer = Callable[[bytes], "Message | Refused"]
+# what the servicer's methods are registered as: guarded requests in, messages (or Watch's bytes) out
+# (a string: grpc's RpcMethodHandler is generic only in its type stubs)
+Handler: TypeAlias = "grpc.RpcMethodHandler[Message | Refused, Message | bytes]"
 
 
 def guarded(cls: type[Message], max_depth: int) -> Deserializer:
@@ -89,18 +95,17 @@ def _walk(msg: Message, stop_above: int) -> tuple[int, bool]:
     this runs on every request and every worker reply, so it avoids per-node descriptor work.
     """
     deepest, finite = 0, True
-    stack: list[tuple[Any, int]] = [(msg, 0)]
-    values: list[tuple[Any, int]] = []
+    stack: list[tuple[Message, int]] = [(msg, 0)]
+    values: list[tuple[struct_pb2.Value, int]] = []
     while stack:
         m, level = stack.pop()
-        kind = m.DESCRIPTOR.full_name
-        if kind == STRUCT:
+        if isinstance(m, struct_pb2.Struct):
             level += 1
             values.extend([(v, level) for v in m.fields.values()])
-        elif kind == LIST:
+        elif isinstance(m, struct_pb2.ListValue):
             level += 1
             values.extend([(v, level) for v in m.values])
-        elif kind == VALUE:
+        elif isinstance(m, struct_pb2.Value):
             values.append((m, level))
         else:
             stack.extend([(child, level) for child in _struct_children(m)])
@@ -115,12 +120,14 @@ def _walk(msg: Message, stop_above: int) -> tuple[int, bool]:
     return deepest, finite
 
 
-def _walk_values(stack: list[tuple[Any, int]], deepest: int, stop_above: int) -> tuple[int, bool]:
+def _walk_values(stack: list[tuple[struct_pb2.Value, int]], deepest: int, stop_above: int,
+                 ) -> tuple[int, bool]:
     """Empty ``stack`` of (Value, the level it sits at); returns (deepest, all numbers finite)."""
     finite = True
     while stack:
         value, level = stack.pop()
         which = value.WhichOneof("kind")
+        children: Iterable[struct_pb2.Value]
         if which == "struct_value":
             children = value.struct_value.fields.values()
         elif which == "list_value":
@@ -183,20 +190,16 @@ def _reaches(desc: Descriptor, seen: frozenset[str]) -> bool:
     return any(fd.message_type is not None and _reaches(fd.message_type, seen) for fd in desc.fields)
 
 
-def add_servicer(server: Any, servicer: Any, max_depth: int) -> None:
+def add_servicer(server: aio.Server, servicer: pb_grpc.AgentRuntimeServicer, max_depth: int) -> None:
     """Register the AgentRuntime methods of ``servicer`` with guarded deserializers.
 
     The same registration the generated ``add_AgentRuntimeServicer_to_server``
     makes, built from the service descriptor so no method can be forgotten.
     """
     service = pb.DESCRIPTOR.services_by_name["AgentRuntime"]
-    handlers = {}
-    for method in service.methods:
-        factory = _FACTORIES[(method.client_streaming, method.server_streaming)]
-        handlers[method.name] = factory(
-            getattr(servicer, method.name),
-            request_deserializer=guarded(getattr(pb, method.input_type.name), max_depth),
-            response_serializer=_serialize)
+    handlers = {method.name: _handler(method, getattr(servicer, method.name),
+                                      guarded(getattr(pb, method.input_type.name), max_depth))
+                for method in service.methods}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
 
@@ -207,9 +210,16 @@ def _serialize(message: Message | bytes) -> bytes:
     return message if isinstance(message, bytes) else message.SerializeToString()
 
 
-_FACTORIES: dict[tuple[bool, bool], Callable[..., grpc.RpcMethodHandler]] = {
-    (False, False): grpc.unary_unary_rpc_method_handler,
-    (False, True): grpc.unary_stream_rpc_method_handler,
-    (True, False): grpc.stream_unary_rpc_method_handler,
-    (True, True): grpc.stream_stream_rpc_method_handler,
-}
+def _handler(method: MethodDescriptor, behavior: Callable[[object, object], object], parse: Deserializer,
+             ) -> Handler:
+    """The handler of ``method``'s shape (unary or streaming each way) calling ``behavior``."""
+    streams = (method.client_streaming, method.server_streaming)
+    if streams == (False, False):
+        make = grpc.unary_unary_rpc_method_handler
+    elif streams == (False, True):
+        make = grpc.unary_stream_rpc_method_handler
+    elif streams == (True, False):
+        make = grpc.stream_unary_rpc_method_handler
+    else:
+        make = grpc.stream_stream_rpc_method_handler
+    return make(behavior, request_deserializer=parse, response_serializer=_serialize)

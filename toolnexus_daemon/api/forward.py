@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -28,8 +28,12 @@ from grpc import aio
 from ..config import Tls
 from ..engine.commit.ownership import Moved
 from ._gen import runtime_pb2 as pb
+from .decode import Refused
 
 SERVICE = pb.DESCRIPTOR.services_by_name["AgentRuntime"]
+In = TypeVar("In")  # the caller's context's request type (not relayed by type: any method's)
+Out = TypeVar("Out")
+Reply = TypeVar("Reply", bound=Message)  # the owner's reply: the method's response message
 FORWARDED_BY = "x-toolnexus-forwarded-by"
 # metadata a proxy must not copy: gRPC's own and the transport's
 _HOP_BY_HOP = ("grpc-", ":")
@@ -40,14 +44,13 @@ def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
 
 
-def _wire(method: str) -> tuple[str, Callable[[Message], bytes], Callable[[bytes], Message]]:
+def _wire(method: str, reply: type[Reply],
+          ) -> tuple[str, Callable[[Message], bytes], Callable[[bytes], Reply]]:
     """The method's path and how its request and reply cross the wire."""
-    return f"/{SERVICE.full_name}/{method}", _serialize, _reply_class(method).FromString
-
-
-def _reply_class(method: str) -> type[Message]:
-    cls: type[Message] = getattr(pb, SERVICE.methods_by_name[method].output_type.name)
-    return cls
+    expected = SERVICE.methods_by_name[method].output_type.full_name
+    if reply.DESCRIPTOR.full_name != expected:  # a caller's slip, never the peer's: fail loudly
+        raise TypeError(f"{method} answers {expected}, not {reply.DESCRIPTOR.full_name}")
+    return f"/{SERVICE.full_name}/{method}", _serialize, reply.FromString
 
 
 class Forwarder:
@@ -80,7 +83,7 @@ class Forwarder:
         return grpc.ssl_channel_credentials(root_certificates=root, private_key=self._tls.key.read_bytes(),
                                             certificate_chain=self._tls.cert.read_bytes())
 
-    def _metadata(self, context: aio.ServicerContext[Any, Any], moved: Moved) -> list[tuple[str, Any]]:
+    def _metadata(self, context: aio.ServicerContext[In, Out], moved: Moved) -> list[tuple[str, str | bytes]]:
         _reachable(moved)
         incoming = list(context.invocation_metadata() or ())
         if any(k == FORWARDED_BY for k, _ in incoming):
@@ -88,14 +91,14 @@ class Forwarder:
         kept = [(k, v) for k, v in incoming if not k.startswith(_HOP_BY_HOP) and k not in _DROP]
         return [*kept, (FORWARDED_BY, self.node)]
 
-    async def unary(self, method: str, request: Message, context: aio.ServicerContext[Any, Any],
-                    moved: Moved) -> Message:
+    async def unary(self, method: str, request: Message, context: aio.ServicerContext[In, Out],
+                    moved: Moved, reply_type: type[Reply]) -> Reply:
         """The owner's reply to ``request``; its error status becomes this call's."""
         metadata = self._metadata(context, moved)
-        call = self._channel(moved.address).unary_unary(*_wire(method))
+        call = self._channel(moved.address).unary_unary(*_wire(method, reply_type))
         self.forwarded += 1
         try:
-            reply: Message = await call(request, metadata=metadata, timeout=context.time_remaining())
+            reply = await call(request, metadata=metadata, timeout=context.time_remaining())
         except aio.AioRpcError as err:
             self._failed(err, moved)
             # a Watch ended for falling behind names the seq to resume after in its trailers
@@ -103,18 +106,18 @@ class Forwarder:
             raise AssertionError("unreachable: context.abort raises") from err
         return reply
 
-    async def stream(self, method: str, request: Message, context: aio.ServicerContext[Any, Any],
-                     moved: Moved) -> AsyncIterator[Message]:
+    async def stream(self, method: str, request: Message, context: aio.ServicerContext[In, Out],
+                     moved: Moved, reply_type: type[Reply]) -> AsyncIterator[Reply]:
         """The owner's stream of replies to ``request``, message by message."""
         metadata = self._metadata(context, moved)
-        call = self._channel(moved.address).unary_stream(*_wire(method))
+        call = self._channel(moved.address).unary_stream(*_wire(method, reply_type))
         self.forwarded += 1
         async for reply in self._down(call(request, metadata=metadata, timeout=context.time_remaining()),
                                       context, moved):
             yield reply
 
-    async def _down(self, stream: Any, context: aio.ServicerContext[Any, Any],
-                    moved: Moved) -> AsyncIterator[Message]:
+    async def _down(self, stream: aio.UnaryStreamCall[Message, Reply] | aio.StreamStreamCall[Message, Reply],
+                    context: aio.ServicerContext[In, Out], moved: Moved) -> AsyncIterator[Reply]:
         """The owner's replies, one by one; its error status becomes this call's."""
         try:
             async for reply in stream:
@@ -130,19 +133,20 @@ class Forwarder:
         if err.code() is grpc.StatusCode.UNAVAILABLE:
             self.on_unreachable(moved.runtime_id)
 
-    async def bidi(self, method: str, first: Message, requests: AsyncIterator[Any],
-                   context: aio.ServicerContext[Any, Any], moved: Moved) -> AsyncIterator[Message]:
+    async def bidi(self, method: str, first: Message, requests: AsyncIterator[Message | Refused],
+                   context: aio.ServicerContext[In, Out], moved: Moved,
+                   reply_type: type[Reply]) -> AsyncIterator[Reply]:
         """A two-way stream (``Connect``) relayed to the owner: ``first`` (already read here to learn
         the runtime) and every later message go up, every reply comes down. A message this daemon
         could not decode (``decode.Refused``) ends the relay: the worker reconnects."""
         metadata = self._metadata(context, moved)
-        call = self._channel(moved.address).stream_stream(*_wire(method))
+        call = self._channel(moved.address).stream_stream(*_wire(method, reply_type))
         self.forwarded += 1
 
         async def upward() -> AsyncIterator[Message]:
             yield first
             async for message in requests:
-                if not isinstance(message, Message):
+                if isinstance(message, Refused):
                     return
                 yield message
 
@@ -151,15 +155,15 @@ class Forwarder:
             yield reply
 
     async def send(self, method: str, request: Message, moved: Moved, metadata: list[tuple[str, str]],
-                   timeout: float) -> Message:
+                   timeout: float, reply_type: type[Reply]) -> Reply:
         """A call this daemon makes itself (not on a caller's behalf) to ``moved``'s owner, such as
         an answer that came in through a link (``api.link_forward``); errors are the owner's."""
         _reachable(moved)
-        call = self._channel(moved.address).unary_unary(*_wire(method))
+        call = self._channel(moved.address).unary_unary(*_wire(method, reply_type))
         self.forwarded += 1
         try:
             sent = [*metadata, (FORWARDED_BY, self.node)]
-            reply: Message = await call(request, metadata=sent, timeout=timeout)
+            reply = await call(request, metadata=sent, timeout=timeout)
         except aio.AioRpcError as err:
             self._failed(err, moved)
             raise
@@ -186,7 +190,8 @@ _NO_ANSWER = ("failed to connect", "connection refused", "socket closed", "conne
 
 def _resume_trailer(err: aio.AioRpcError) -> tuple[tuple[str, str | bytes], ...]:
     """The owner's ``x-toolnexus-resume-after-seq`` trailer, passed on to the caller."""
-    return tuple((k, v) for k, v in err.trailing_metadata() or () if k == "x-toolnexus-resume-after-seq")
+    trailers: aio.Metadata | None = err.trailing_metadata()
+    return tuple((k, v) for k, v in trailers or () if k == "x-toolnexus-resume-after-seq")
 
 
 def _told(err: aio.AioRpcError, moved: Moved) -> str:

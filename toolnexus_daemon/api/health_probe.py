@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from ..config import DEFAULT_LISTEN
+
+CHECK = "/grpc.health.v1.Health/Check"
 
 
 def probe_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -36,12 +39,34 @@ def probe_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
+@dataclass(frozen=True)
+class _Probe:
+    """The parsed command line, typed (argparse's namespace is not)."""
+
+    target: str
+    service: str
+    timeout: float
+    tls_ca: Path | None
+    tls_cert: Path | None
+    tls_key: Path | None
+
+
+def _probe(argv: Sequence[str], env: Mapping[str, str]) -> _Probe:
     ns = probe_parser(env).parse_args(list(argv))
+    target: str = ns.target
+    service: str = ns.service
+    timeout: float = ns.timeout
+    tls_ca: Path | None = ns.tls_ca
+    tls_cert: Path | None = ns.tls_cert
+    tls_key: Path | None = ns.tls_key
+    return _Probe(target, service, timeout, tls_ca, tls_cert, tls_key)
+
+
+def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    ns = _probe(argv, env)
     try:
         with _channel(ns) as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=ns.service), timeout=ns.timeout)
+            reply = _check(channel)(health_pb2.HealthCheckRequest(service=ns.service), timeout=ns.timeout)
     except grpc.RpcError as err:
         print(f"toolnexus-daemon health: {ns.target}: {err.code().name}: {err.details()}", file=sys.stderr)
         return 1
@@ -53,7 +78,15 @@ def main(argv: Sequence[str], env: Mapping[str, str]) -> int:
     return 0 if reply.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
-def _channel(ns: argparse.Namespace) -> grpc.Channel:
+def _check(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable[health_pb2.HealthCheckRequest,
+                                                                  health_pb2.HealthCheckResponse]:
+    """``Health.Check`` on ``channel``: what ``HealthStub`` builds, spelled out because the stub's
+    type stubs declare none of its methods."""
+    return channel.unary_unary(CHECK, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                               response_deserializer=health_pb2.HealthCheckResponse.FromString)
+
+
+def _channel(ns: _Probe) -> grpc.Channel:
     if ns.tls_ca is None:
         return grpc.insecure_channel(ns.target)
     key = ns.tls_key.read_bytes() if ns.tls_key else None

@@ -7,7 +7,7 @@ every servicer method that names a runtime goes through ``open_runtime``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from grpc import aio
 
@@ -18,9 +18,11 @@ from ..engine.verbs.runtime import Runtime
 RUNTIME_KEY_HEADER = "x-toolnexus-runtime-key"
 # an answer a daemon of the cluster forwards from an answer link: the link stands in for the key
 ANSWER_LINK_HEADER = "x-toolnexus-answer-link"
+Req = TypeVar("Req")  # any RPC's context will do: only its metadata is read
+Resp = TypeVar("Resp")
 
 
-def presented_key(context: aio.ServicerContext[Any, Any], header: str = RUNTIME_KEY_HEADER) -> str:
+def presented_key(context: aio.ServicerContext[Req, Resp], header: str = RUNTIME_KEY_HEADER) -> str:
     """The runtime key (or ``header``) the caller sent, or "" when it sent none."""
     for key, value in context.invocation_metadata() or ():
         if key == header:
@@ -28,7 +30,7 @@ def presented_key(context: aio.ServicerContext[Any, Any], header: str = RUNTIME_
     return ""
 
 
-async def open_runtime(engine: Engine, runtime_id: str, context: aio.ServicerContext[Any, Any]) -> Runtime:
+async def open_runtime(engine: Engine, runtime_id: str, context: aio.ServicerContext[Req, Resp]) -> Runtime:
     """The runtime ``runtime_id``: INVALID_ARGUMENT, NOT_FOUND or PERMISSION_DENIED otherwise (and in a
     cluster ``Moved`` when another daemon owns it)."""
     rt = await engine.open(runtime_id)
@@ -38,7 +40,7 @@ async def open_runtime(engine: Engine, runtime_id: str, context: aio.ServicerCon
 
 
 async def open_for_answer(engine: Engine, runtime_id: str, request_id: str, handle: str,
-                          context: aio.ServicerContext[Any, Any]) -> Runtime:
+                          context: aio.ServicerContext[Req, Resp]) -> Runtime:
     """``open_runtime`` for ``Resume``: an answer link minted for exactly this request and handle
     (``x-toolnexus-answer-link``, sent by a daemon of the cluster forwarding a link's answer)
     stands in for the runtime key, for this one answer only."""

@@ -11,6 +11,8 @@ cannot is refused here rather than failing deep in a store lookup.
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from ..config import Limits
 from ..errors import InvalidArgument
 from ._gen import runtime_pb2 as pb
@@ -60,8 +62,9 @@ def registry_problems(limits: Limits, req: pb.NewRequest) -> list[str]:
 def check_ids(request: object) -> None:
     """INVALID_ARGUMENT when a handle, parent or answer id could never name a stored record."""
     for what in _id_fields(type(request)):
+        value: object
         if what == "answer.id":
-            answer = getattr(request, "answer", None)
+            answer: object = getattr(request, "answer", None)
             value = getattr(answer, "id", "")
         else:
             value = getattr(request, what, "")
@@ -75,7 +78,8 @@ def _id_fields(cls: type) -> tuple[str, ...]:
     found = _ID_FIELDS.get(cls)
     if found is None:
         names = ("handle", "parent", "answer")
-        fields = getattr(getattr(cls, "DESCRIPTOR", None), "fields_by_name", None)
+        descriptor: object = getattr(cls, "DESCRIPTOR", None)
+        fields: Container[str] | None = getattr(descriptor, "fields_by_name", None)
         present = names if fields is None else tuple(n for n in names if n in fields)
         found = _ID_FIELDS[cls] = tuple("answer.id" if n == "answer" else n for n in present)
     return found

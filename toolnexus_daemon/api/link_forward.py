@@ -46,10 +46,10 @@ class LinkForwarder:
         if self._auth_token:
             metadata.append(("authorization", f"Bearer {self._auth_token}"))
         try:
-            reply = await self._forwarder.send("Resume", request, moved, metadata, TIMEOUT_S)
+            reply = await self._forwarder.send("Resume", request, moved, metadata, TIMEOUT_S,
+                                               pb.ResumeResponse)
         except aio.AioRpcError as err:
             raise _refusal(err) from err
-        assert isinstance(reply, pb.ResumeResponse)
         return reply.handle, reply.duplicate
 
 

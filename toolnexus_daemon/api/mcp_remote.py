@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any
+from typing import TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -28,6 +28,7 @@ from . import convert
 from ._gen import runtime_pb2 as pb
 from .forward import Forwarder
 
+Reply = TypeVar("Reply", bound=Message)
 # a unary verb's deadline; Wait is asked again every WAIT_SLICE_MS until the turn settles
 CALL_S = 15.0
 WAIT_SLICE_MS = 50_000
@@ -39,9 +40,10 @@ class RemoteVerbs:
         self._store = store
         self._metadata = [("authorization", f"Bearer {auth_token}")] if auth_token else []
 
-    async def _send(self, method: str, request: Message, moved: Moved, timeout: float = CALL_S) -> Any:
+    async def _send(self, method: str, request: Message, moved: Moved, reply_type: type[Reply],
+                    timeout: float = CALL_S) -> Reply:
         try:
-            return await self._forwarder.send(method, request, moved, self._metadata, timeout)
+            return await self._forwarder.send(method, request, moved, self._metadata, timeout, reply_type)
         except aio.AioRpcError as err:
             raise _error(err) from err
 
@@ -53,33 +55,37 @@ class RemoteVerbs:
 
     async def spawn_awake(self, moved: Moved, runtime_id: str, agent: str, prompt: str) -> str:
         reply = await self._send("Spawn", pb.SpawnRequest(runtime_id=runtime_id, agent=agent, prompt=prompt),
-                                 moved)
-        return str(reply.handle)
+                                 moved, pb.SpawnResponse)
+        return reply.handle
 
     async def wait(self, moved: Moved, runtime_id: str, handle: str) -> TaskResult:
         while True:
             request = pb.WaitRequest(runtime_id=runtime_id, handle=handle, timeout_ms=WAIT_SLICE_MS)
-            result = result_from(await self._send("Wait", request, moved, WAIT_SLICE_MS / 1000 + CALL_S))
+            result = result_from(await self._send("Wait", request, moved, pb.TaskResult,
+                                                  WAIT_SLICE_MS / 1000 + CALL_S))
             if result.status is not Status.TIMEOUT:
                 return result
 
     async def resume(self, moved: Moved, runtime_id: str, answer: Answer) -> None:
         request = pb.ResumeRequest(runtime_id=runtime_id, no_wait=True, answer=convert.answer_to(answer))
-        await self._send("Resume", request, moved)
+        await self._send("Resume", request, moved, pb.ResumeResponse)
 
     async def view(self, moved: Moved, runtime_id: str, handle: str) -> View:
-        reply = await self._send("Snapshot", pb.SnapshotRequest(runtime_id=runtime_id, handle=handle), moved)
+        reply = await self._send("Snapshot", pb.SnapshotRequest(runtime_id=runtime_id, handle=handle), moved,
+                                 pb.HandleSnapshot)
         return view_from(reply)
 
     async def views(self, moved: Moved, runtime_id: str) -> list[View]:
-        reply = await self._send("List", pb.ListRequest(runtime_id=runtime_id), moved)
+        reply = await self._send("List", pb.ListRequest(runtime_id=runtime_id), moved, pb.ListResponse)
         return [view_from(h) for h in reply.handles]
 
     async def interrupt(self, moved: Moved, runtime_id: str, handle: str) -> None:
-        await self._send("Interrupt", pb.InterruptRequest(runtime_id=runtime_id, handle=handle), moved)
+        await self._send("Interrupt", pb.InterruptRequest(runtime_id=runtime_id, handle=handle), moved,
+                         pb.InterruptResponse)
 
     async def close(self, moved: Moved, runtime_id: str, handle: str) -> None:
-        await self._send("Close", pb.CloseRequest(runtime_id=runtime_id, handle=handle), moved)
+        await self._send("Close", pb.CloseRequest(runtime_id=runtime_id, handle=handle), moved,
+                         pb.CloseResponse)
 
 
 def result_from(msg: pb.TaskResult) -> TaskResult:

@@ -19,7 +19,6 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import grpc
 from grpc import aio
@@ -134,7 +133,7 @@ def _remove_stale(path: Path) -> None:
 
 
 @contextmanager
-def _umask(mask: int) -> Iterator[Any]:
+def _umask(mask: int) -> Iterator[None]:
     # the socket is born owner-only, so no other user can connect before the chmod below
     old = os.umask(mask)
     try:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, TypeAlias, TypeVar
+from typing import Literal, TypeVar
 
-from grpc import aio
+from google.protobuf.message import Message
 
 from ..engine.commit.ownership import Moved
 from ..engine.verbs.engine import Engine
@@ -38,12 +38,15 @@ from .info import DaemonFacts, cluster_nodes, info_response
 from .keys import open_for_answer, open_runtime, presented_key
 from .limits import check_prompt, check_wait_ms
 from .pending_watch import CLUSTER_POLL_S, PendingHub, watch
-from .status import streaming, unary
+from .status import Ctx, streaming, unary
 from .stream_limit import StreamLimit
 from .worker_channel import serve_worker
 
 T = TypeVar("T")
-Ctx: TypeAlias = aio.ServicerContext[Any, Any]
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+In = TypeVar("In")
+Out = TypeVar("Out")
 # told a resume outcome: "ok", "declined", "duplicate" or "unknown" (metrics)
 ResumeObserver = Callable[[str], None]
 SHUTTING_DOWN = "the daemon is shutting down; the state is durable, retry once it serves again"
@@ -51,23 +54,29 @@ SHUTTING_DOWN = "the daemon is shutting down; the state is durable, retry once i
 RESUME_AFTER_HEADER = "x-toolnexus-resume-after-seq"
 
 
-def forwarded(fn: Callable[[Any, Any, Ctx], Awaitable[Any]]) -> Callable[[Any, Any, Ctx], Awaitable[Any]]:
+Method = Callable[["AgentRuntimeServicer", Req, Ctx[Req, Resp]], Awaitable[Resp]]
+
+
+def forwarded(reply: type[Resp]) -> Callable[[Method[Req, Resp]], Method[Req, Resp]]:
     """A unary method whose runtime may live on another daemon of the cluster: ``Moved`` sends
-    the call there (``api.forward``) and returns the owner's reply as this call's."""
+    the call there (``api.forward``) and returns the owner's reply (a ``reply``) as this call's."""
 
-    @functools.wraps(fn)
-    async def wrapper(self: AgentRuntimeServicer, request: Any, context: Ctx) -> Any:
-        try:
-            return await fn(self, request, context)
-        except Moved as moved:
-            if self.forwarder is None:
-                raise
-            return await self.forwarder.unary(fn.__name__, request, context, moved)
+    def decorate(fn: Method[Req, Resp]) -> Method[Req, Resp]:
+        @functools.wraps(fn)
+        async def wrapper(self: AgentRuntimeServicer, request: Req, context: Ctx[Req, Resp]) -> Resp:
+            try:
+                return await fn(self, request, context)
+            except Moved as moved:
+                if self.forwarder is None:
+                    raise
+                return await self.forwarder.unary(fn.__name__, request, context, moved, reply)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
-class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base (untyped, not checked)
+class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base: mypy checks each override
     def __init__(self, engine: Engine, hub: WorkerHub, facts: DaemonFacts | None = None, *,
                  on_resume: ResumeObserver | None = None) -> None:
         self._engine = engine
@@ -106,7 +115,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         if self.store_down:
             raise Unavailable(self.store_down)
 
-    async def _runtime(self, runtime_id: str, context: Ctx) -> Runtime:
+    async def _runtime(self, runtime_id: str, context: Ctx[In, Out]) -> Runtime:
         """The runtime a call names; in a cluster ``Moved`` when another daemon owns it, which the
         ``forwarded`` methods send on to that daemon."""
         self._require_open()
@@ -129,7 +138,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         """
         task = asyncio.ensure_future(work)
         closing = self._closed_future()
-        either: list[asyncio.Future[Any]] = [task, closing]
+        either: list[asyncio.Future[T] | asyncio.Future[None] | asyncio.Future[Literal[True]]]
+        either = [task, closing]
         gone = asyncio.ensure_future(rt.gone.wait()) if self._engine.ownership is not None else None
         if gone is not None:
             either.append(gone)
@@ -155,8 +165,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     # ------------------------------------------------------------------ runtimes
 
     @unary
-    @forwarded
-    async def New(self, request: pb.NewRequest, context: Ctx) -> pb.NewResponse:
+    @forwarded(pb.NewResponse)
+    async def New(self, request: pb.NewRequest,
+                  context: Ctx[pb.NewRequest, pb.NewResponse]) -> pb.NewResponse:
         self._require_open()
         trace_meta.adopt(context)
         reg = registry_from(request, self.facts.limits)
@@ -166,8 +177,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
                               version=versions_api.version_to(out.version))
 
     @unary
-    @forwarded
-    async def Shutdown(self, request: pb.ShutdownRequest, context: Ctx) -> pb.ShutdownResponse:
+    @forwarded(pb.ShutdownResponse)
+    async def Shutdown(self, request: pb.ShutdownRequest,
+                       context: Ctx[pb.ShutdownRequest, pb.ShutdownResponse]) -> pb.ShutdownResponse:
         if request.daemon:
             return self._shutdown_daemon(request)
         await self._runtime(request.runtime_id, context)
@@ -190,8 +202,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return pb.ShutdownResponse()
 
     @unary
-    @forwarded
-    async def Info(self, request: pb.InfoRequest, context: Ctx) -> pb.InfoResponse:
+    @forwarded(pb.InfoResponse)
+    async def Info(self, request: pb.InfoRequest,
+                   context: Ctx[pb.InfoRequest, pb.InfoResponse]) -> pb.InfoResponse:
         self._require_open()
         rt = await self._runtime(request.runtime_id, context) if request.runtime_id else None
         live = self.facts.live_nodes
@@ -206,8 +219,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     # ------------------------------------------------------------------ handles
 
     @unary
-    @forwarded
-    async def Spawn(self, request: pb.SpawnRequest, context: Ctx) -> pb.SpawnResponse:
+    @forwarded(pb.SpawnResponse)
+    async def Spawn(self, request: pb.SpawnRequest,
+                    context: Ctx[pb.SpawnRequest, pb.SpawnResponse]) -> pb.SpawnResponse:
         check_wait_ms(request.wait_ms)
         if request.wait_ms and not request.prompt:
             raise InvalidArgument("wait_ms waits for the turn a prompt starts: set prompt too "
@@ -224,8 +238,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return response
 
     @unary
-    @forwarded
-    async def Wake(self, request: pb.WakeRequest, context: Ctx) -> pb.WakeResponse:
+    @forwarded(pb.WakeResponse)
+    async def Wake(self, request: pb.WakeRequest,
+                   context: Ctx[pb.WakeRequest, pb.WakeResponse]) -> pb.WakeResponse:
         check_wait_ms(request.wait_ms)
         check_prompt(self.facts.limits, request.prompt, "prompt")
         trace_meta.adopt(context)
@@ -250,8 +265,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         out.CopyFrom(fit_result(convert.result_to(result), self.facts.limits.max_message_bytes))
 
     @unary
-    @forwarded
-    async def Wait(self, request: pb.WaitRequest, context: Ctx) -> pb.TaskResult:
+    @forwarded(pb.TaskResult)
+    async def Wait(self, request: pb.WaitRequest,
+                   context: Ctx[pb.WaitRequest, pb.TaskResult]) -> pb.TaskResult:
         if request.timeout_ms < 0:
             raise InvalidArgument("timeout_ms must not be negative (0 = wait without a limit)")
         rt = await self._runtime(request.runtime_id, context)
@@ -259,8 +275,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return fit_result(convert.result_to(result), self.facts.limits.max_message_bytes)
 
     @unary
-    @forwarded
-    async def Resume(self, request: pb.ResumeRequest, context: Ctx) -> pb.ResumeResponse:
+    @forwarded(pb.ResumeResponse)
+    async def Resume(self, request: pb.ResumeRequest,
+                     context: Ctx[pb.ResumeRequest, pb.ResumeResponse]) -> pb.ResumeResponse:
         if not request.HasField("answer"):
             raise InvalidArgument("answer is required")
         answer = convert.answer_from(request.answer)
@@ -285,8 +302,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             self._on_resume(outcome)
 
     @unary
-    @forwarded
-    async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
+    @forwarded(pb.HandleSnapshot)
+    async def Snapshot(self, request: pb.SnapshotRequest,
+                       context: Ctx[pb.SnapshotRequest, pb.HandleSnapshot]) -> pb.HandleSnapshot:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
         h = rt.snapshot(request.handle)
@@ -294,32 +312,36 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
                              self.facts.limits.max_message_bytes)[0]
 
     @unary
-    @forwarded
-    async def List(self, request: pb.ListRequest, context: Ctx) -> pb.ListResponse:
+    @forwarded(pb.ListResponse)
+    async def List(self, request: pb.ListRequest,
+                   context: Ctx[pb.ListRequest, pb.ListResponse]) -> pb.ListResponse:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()
         snaps = [convert.snapshot_to(h, rt.definition_changed(h)) for h in rt.list()]
         return pb.ListResponse(handles=fit_snapshots(snaps, self.facts.limits.max_message_bytes))
 
     @unary
-    @forwarded
-    async def Post(self, request: pb.PostRequest, context: Ctx) -> pb.PostResponse:
+    @forwarded(pb.PostResponse)
+    async def Post(self, request: pb.PostRequest,
+                   context: Ctx[pb.PostRequest, pb.PostResponse]) -> pb.PostResponse:
         check_prompt(self.facts.limits, request.item.text, "item.text")
         rt = await self._runtime(request.runtime_id, context)
         position = await rt.post(request.handle, convert.inbox_item_from(request.item))
         return pb.PostResponse(position=position, inbox_cap=rt.options.inbox_cap)
 
     @unary
-    @forwarded
-    async def Interrupt(self, request: pb.InterruptRequest, context: Ctx) -> pb.InterruptResponse:
+    @forwarded(pb.InterruptResponse)
+    async def Interrupt(self, request: pb.InterruptRequest,
+                        context: Ctx[pb.InterruptRequest, pb.InterruptResponse]) -> pb.InterruptResponse:
         rt = await self._runtime(request.runtime_id, context)
         done = await rt.interrupt(request.handle)
         return pb.InterruptResponse(from_state=str(done.from_state), cancelled_request=done.cancelled_request,
                                     inbox_restored=done.inbox_restored)
 
     @unary
-    @forwarded
-    async def Close(self, request: pb.CloseRequest, context: Ctx) -> pb.CloseResponse:
+    @forwarded(pb.CloseResponse)
+    async def Close(self, request: pb.CloseRequest,
+                    context: Ctx[pb.CloseRequest, pb.CloseResponse]) -> pb.CloseResponse:
         rt = await self._runtime(request.runtime_id, context)
         await rt.close(request.handle)
         return pb.CloseResponse()
@@ -327,14 +349,18 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     # ------------------------------------------------------------------ the pending inbox
 
     @unary
-    async def ListPending(self, request: pb.ListPendingRequest, context: Ctx) -> pb.ListPendingResponse:
+    async def ListPending(self, request: pb.ListPendingRequest,
+                          context: Ctx[pb.ListPendingRequest, pb.ListPendingResponse],
+                          ) -> pb.ListPendingResponse:
         self._require_open()  # read from the (shared) store: any daemon of a cluster answers for all
         query = pending.pending_query(request, self._engine.clock.now())
         seen = pending.Visibility(self._engine.store, presented_key(context))
         return await asyncio.to_thread(pending.list_pending, self._engine.store, query, seen)
 
     @unary
-    async def ListRuntimes(self, request: pb.ListRuntimesRequest, context: Ctx) -> pb.ListRuntimesResponse:
+    async def ListRuntimes(self, request: pb.ListRuntimesRequest,
+                           context: Ctx[pb.ListRuntimesRequest, pb.ListRuntimesResponse],
+                           ) -> pb.ListRuntimesResponse:
         self._require_open()
         seen = pending.Visibility(self._engine.store, presented_key(context))
         out = await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
@@ -343,15 +369,18 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         return out
 
     @unary
-    @forwarded
-    async def ListVersions(self, request: pb.ListVersionsRequest, context: Ctx) -> pb.ListVersionsResponse:
+    @forwarded(pb.ListVersionsResponse)
+    async def ListVersions(self, request: pb.ListVersionsRequest,
+                           context: Ctx[pb.ListVersionsRequest, pb.ListVersionsResponse],
+                           ) -> pb.ListVersionsResponse:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # count what is on disk
         return await asyncio.to_thread(versions_api.list_versions, rt)
 
     @streaming
     async def WatchPending(self, request: pb.WatchPendingRequest,
-                           context: Ctx) -> AsyncGenerator[pb.PendingChange, None]:
+                           context: Ctx[pb.WatchPendingRequest, pb.PendingChange],
+                           ) -> AsyncGenerator[pb.PendingChange, None]:
         self._require_open()
         with self.streams.hold(context, "WatchPending"):
             changes = watch(self.pending, self._engine.store, request, presented_key(context))
@@ -363,15 +392,20 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
 
     # ------------------------------------------------------------------ streams
 
+    # each event goes out encoded already (``_watch``; ``decode._serialize`` passes bytes through), which
+    # the generated signature, yielding only ``Event``, does not foresee
     @streaming
-    async def Watch(self, request: pb.WatchRequest, context: Ctx) -> AsyncGenerator[pb.Event | bytes, None]:
+    async def Watch(self, request: pb.WatchRequest,  # type: ignore[override]
+                    context: Ctx[pb.WatchRequest, pb.Event | bytes],
+                    ) -> AsyncGenerator[pb.Event | bytes, None]:
         types = convert.event_types(list(request.types))
         with self.streams.hold(context, "Watch"):
             async for message in self._watch(request, types, context):
                 yield message
 
     async def _watch(self, request: pb.WatchRequest, types: frozenset[EventType],
-                     context: Ctx) -> AsyncGenerator[pb.Event | bytes, None]:
+                     context: Ctx[pb.WatchRequest, pb.Event | bytes],
+                     ) -> AsyncGenerator[pb.Event | bytes, None]:
         """Events as encoded messages: each is yielded once encoded, and gRPC awaits its write before
         asking for the next, so a stream holds one message in flight and nothing decoded for it."""
         try:
@@ -379,8 +413,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         except Moved as moved:
             if self.forwarder is None:
                 raise
-            async for reply in self.forwarder.stream("Watch", request, context, moved):
-                yield reply  # type: ignore[misc]
+            async for reply in self.forwarder.stream("Watch", request, context, moved, pb.Event):
+                yield reply
             return
         events = rt.watch(request.after_seq, types, request.handle)
         last = request.after_seq
@@ -403,7 +437,8 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
 
     @streaming
     async def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
-                      context: Ctx) -> AsyncGenerator[pb.DaemonMessage, None]:
+                      context: Ctx[pb.WorkerMessage, pb.DaemonMessage],
+                      ) -> AsyncGenerator[pb.DaemonMessage, None]:
         self._require_open()
         first = await anext(request_iterator, None)
         hello = first if isinstance(first, pb.WorkerMessage) and first.HasField("hello") else None
@@ -412,8 +447,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             try:
                 await self._runtime(rid, context)
             except Moved as moved:  # the worker's runtime lives on another daemon: relay the stream
-                async for reply in self.forwarder.bidi("Connect", hello, request_iterator, context, moved):
-                    yield reply  # type: ignore[misc]
+                async for reply in self.forwarder.bidi("Connect", hello, request_iterator, context, moved,
+                                                       pb.DaemonMessage):
+                    yield reply
                 return
         worker = serve_worker(self._engine, self._hub, _after(first, request_iterator), context)
         try:

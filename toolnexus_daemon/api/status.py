@@ -17,7 +17,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 import grpc
 from grpc import aio
@@ -29,9 +29,12 @@ from .limits import check_ids
 
 log = logging.getLogger("toolnexus_daemon.api")
 
-Req = TypeVar("Req")
+Req = TypeVar("Req")  # what the method is given: the request, or (stream-in) their iterator
+In = TypeVar("In")  # one request message (the context's first parameter)
 Resp = TypeVar("Resp")
 Self = TypeVar("Self")
+# a servicer method's context, typed by the RPC it serves: Ctx[pb.NewRequest, pb.NewResponse]
+Ctx = aio.ServicerContext
 INTERNAL_MESSAGE = "internal error; the daemon log has the details"
 
 
@@ -43,7 +46,7 @@ def status_code(err: DaemonError) -> grpc.StatusCode:
         return grpc.StatusCode.INTERNAL
 
 
-async def abort_with(context: aio.ServicerContext[Any, Any], exc: Exception, method: str) -> NoReturn:
+async def abort_with(context: Ctx[In, Resp], exc: Exception, method: str) -> NoReturn:
     """Abort the RPC for ``exc``: its own status if it is a domain error, else INTERNAL."""
     if isinstance(exc, DaemonError):
         await context.abort(status_code(exc), str(exc))
@@ -52,12 +55,12 @@ async def abort_with(context: aio.ServicerContext[Any, Any], exc: Exception, met
     raise AssertionError("unreachable: context.abort raises")
 
 
-def unary(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], Awaitable[Resp]],
-          ) -> Callable[[Self, Req, aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+def unary(fn: Callable[[Self, Req, Ctx[In, Resp]], Awaitable[Resp]],
+          ) -> Callable[[Self, Req, Ctx[In, Resp]], Awaitable[Resp]]:
     """Wrap a unary (or stream-in) servicer method with the error translation."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Self, request: Req, context: aio.ServicerContext[Any, Any]) -> Resp:
+    async def wrapper(self: Self, request: Req, context: Ctx[In, Resp]) -> Resp:
         started = time.monotonic()
         try:
             _refuse_malformed(request)
@@ -73,13 +76,13 @@ def unary(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], Awaitable[Res
     return wrapper
 
 
-def streaming(fn: Callable[[Self, Req, aio.ServicerContext[Any, Any]], AsyncGenerator[Resp, None]],
-              ) -> Callable[[Self, Req, aio.ServicerContext[Any, Any]], AsyncIterator[Resp]]:
+def streaming(fn: Callable[[Self, Req, Ctx[In, Resp]], AsyncGenerator[Resp, None]],
+              ) -> Callable[[Self, Req, Ctx[In, Resp]], AsyncIterator[Resp]]:
     """Wrap a server-streaming servicer method (an async generator) with the error translation."""
 
     @functools.wraps(fn)
     async def wrapper(self: Self, request: Req,
-                      context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Resp]:
+                      context: Ctx[In, Resp]) -> AsyncIterator[Resp]:
         started = time.monotonic()
         try:
             _refuse_malformed(request)

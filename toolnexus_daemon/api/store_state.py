@@ -11,17 +11,26 @@ store has no link and nothing is wired.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Protocol
 
-from grpc_health.v1.health import HealthServicer
+from grpc_health.v1._async import HealthServicer
 
 from .server import set_health
 from .servicer import AgentRuntimeServicer
 
 
-def follow_store(store: Any, health: HealthServicer, servicer: AgentRuntimeServicer) -> None:
+class _Link(Protocol):
+    """What is read of a store's database link (``store.pg_link.Link``)."""
+
+    def unavailable(self) -> Exception: ...
+
+    def on_change(self, listener: Callable[[bool], None]) -> None: ...
+
+
+def follow_store(store: object, health: HealthServicer, servicer: AgentRuntimeServicer) -> None:
     """Keep health and the servicer's gate in step with the store's link (when it has one)."""
-    link = getattr(store, "link", None)
+    link: _Link | None = getattr(store, "link", None)
     if link is None:
         return
     loop = asyncio.get_running_loop()

@@ -14,16 +14,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TypeVar
 
 from grpc import aio
 
 from ..errors import ResourceExhausted
 
 FLAG = "--max-watch-streams-per-caller"
+Req = TypeVar("Req")  # any RPC's context: only its peer and metadata are read
+Resp = TypeVar("Resp")
 
 
-def caller_of(context: aio.ServicerContext[Any, Any]) -> str:
+def caller_of(context: aio.ServicerContext[Req, Resp]) -> str:
     """The caller a stream counts against: peer host and a digest of its bearer token."""
     peer = str(context.peer() or "")
     kind, _, address = peer.partition(":")
@@ -44,7 +46,7 @@ class StreamLimit:
         return self._open.get(caller, 0)
 
     @contextlib.contextmanager
-    def hold(self, context: aio.ServicerContext[Any, Any], method: str) -> Iterator[None]:
+    def hold(self, context: aio.ServicerContext[Req, Resp], method: str) -> Iterator[None]:
         """A place for one stream of the caller of ``context`` while the block runs; RESOURCE_EXHAUSTED
         when the caller holds the limit already."""
         caller = caller_of(context)

@@ -8,23 +8,29 @@ receiver: tracing is never a reason to refuse a call.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypeVar
 
 from grpc import aio
 
 from ..engine.turn import tracing
 
 TRACEPARENT = "traceparent"
+Req = TypeVar("Req")  # any RPC's context: only its metadata is read
+Resp = TypeVar("Resp")
 # version 00: trace id and span id in lower-case hex, neither all zeros (checked below), flags
 _FORM = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 
 
 def valid(value: str) -> bool:
     m = _FORM.match(value)
-    return m is not None and set(m.group(1)) != {"0"} and set(m.group(2)) != {"0"}
+    if m is None:
+        return False
+    trace: str = m.group(1)
+    span: str = m.group(2)
+    return set(trace) != {"0"} and set(span) != {"0"}
 
 
-def adopt(context: aio.ServicerContext[Any, Any]) -> None:
+def adopt(context: aio.ServicerContext[Req, Resp]) -> None:
     """Make the call's ``traceparent`` (if any, and well formed) the parent of the turns it starts;
     the context variable is the call's own (each RPC runs in its own task)."""
     for key, value in context.invocation_metadata() or ():

@@ -28,7 +28,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import cast
 
 from grpc import aio
 
@@ -89,7 +89,8 @@ class _Ignored:
 
 
 async def serve_worker(engine: Engine, hub: WorkerHub, requests: AsyncIterator[pb.WorkerMessage],
-                       context: aio.ServicerContext[Any, Any]) -> AsyncGenerator[pb.DaemonMessage, None]:
+                       context: aio.ServicerContext[pb.WorkerMessage, pb.DaemonMessage],
+                       ) -> AsyncGenerator[pb.DaemonMessage, None]:
     """The body of ``Connect``: yields DaemonMessages until the worker or the daemon goes away."""
     session = await _handshake(engine, requests, context)
     hub.attach(session)
@@ -109,7 +110,7 @@ async def serve_worker(engine: Engine, hub: WorkerHub, requests: AsyncIterator[p
 
 
 async def _handshake(engine: Engine, requests: AsyncIterator[pb.WorkerMessage],
-                     context: aio.ServicerContext[Any, Any]) -> WorkerSession:
+                     context: aio.ServicerContext[pb.WorkerMessage, pb.DaemonMessage]) -> WorkerSession:
     first = await anext(requests, None)
     if isinstance(first, Refused):
         raise InvalidArgument(first.reason)
