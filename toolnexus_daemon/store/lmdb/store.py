@@ -1,8 +1,8 @@
 """The durable store: one LMDB environment per data directory (docs/protocol.md §5).
 
 Owns the environment, its named tables (see ``codec`` for keys and the value
-envelope), the data-directory lock and the writer thread. Commits run on one
-writer thread (``lmdb_write.Writer``), so the event loop never waits on fsync
+envelope), the data-directory lock and the writer. Commits run on one writer
+thread (the shared ``writer.Writer`` over ``write.LmdbWrites``), so the event loop never waits on fsync
 and commits land in call order, one transaction per batch; each caller is
 answered only once its transaction is durable. (The engine's committer groups
 the changes of all runtimes queued behind a sync into one batch: grouping
@@ -15,7 +15,6 @@ anything else ``StoreError``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,15 +22,17 @@ from pathlib import Path
 
 import lmdb
 
-from ..errors import FormatTooNew, StoreError, StoreFull
-from ..model import JSON, Event
-from . import codec, expiry_index, handle_index, lmdb_write, pending_index
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
-from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
+from ...errors import FormatTooNew, StoreError, StoreFull
+from ...model import JSON, Event
+from .. import codec
+from ..base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
+from ..codec import FORMAT_VERSION, META_FORMAT_KEY, Table
+from ..summary import Contribution, contribution, summarize
+from ..writer import Writer, WriterStats
+from . import expiry_index, handle_index, pending_index
 from .datafile import check_data_file, disk_is_full, free_bytes
 from .dirlock import DirLock
-from .lmdb_write import Writer, WriterStats
-from .summary import Contribution, contribution, summarize
+from .write import LmdbWrites, Op
 
 log = logging.getLogger("toolnexus_daemon.store")
 
@@ -51,7 +52,8 @@ class LmdbStore:
             undo.callback(self._env.close)
             self._dbs, self._format = _open_tables(self._env, self._path)
             undo.pop_all()
-        self._writer = Writer(self._env, self._dbs, self._write_error)
+        self._writer: Writer[Op] = Writer(LmdbWrites(self._env, self._dbs, self._write_error),
+                                          where=str(self._path), name="lmdb-commit")
         self._closed = False
 
     # ------------------------------------------------------------------ writes
@@ -70,16 +72,9 @@ class LmdbStore:
         thread, before the first await, which is what fixes its place in the
         commit order. Once called, the commit runs to completion even if the
         awaiting task is cancelled, so a cancelled caller never leaves a commit
-        half-decided.
+        half-decided (``writer.Writer.commit``).
         """
-        if self._closed:
-            raise StoreError(f"store {self._path} is closed")
-        ops = lmdb_write.prepare(batch)
-        if not ops:
-            return
-        done = asyncio.wrap_future(self._writer.submit(ops))
-        done.add_done_callback(_retrieve_exception)
-        await asyncio.shield(done)
+        await self._writer.commit(batch, lane)
 
     def stats(self) -> WriterStats:
         """Write transactions (one batch each) and refusals so far, and the batches queued now."""
@@ -318,8 +313,3 @@ def _contribution_of(key: bytes, raw: bytes) -> Contribution | None:
     except StoreError:  # reported, with its key, when the handle is read
         return None
 
-
-def _retrieve_exception(future: asyncio.Future[None]) -> None:
-    """Mark a shielded commit's failure as seen when its caller was cancelled before it ended."""
-    if not future.cancelled():
-        future.exception()
