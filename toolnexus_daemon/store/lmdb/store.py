@@ -2,9 +2,9 @@
 
 Owns the environment, its named tables (see ``codec`` for keys and the value
 envelope), the data-directory lock and the writer. Commits run on one writer
-thread (the shared ``writer.Writer`` over ``write.LmdbWrites``), so the event loop never waits on fsync
-and commits land in call order, one transaction per batch; each caller is
-answered only once its transaction is durable. (The engine's committer groups
+thread (the shared ``writer.Writer`` over ``write.LmdbWrites``), so the event
+loop never waits on fsync and commits land in call order, one transaction per
+batch; each caller is answered only once its transaction is durable. (The engine's committer groups
 the changes of all runtimes queued behind a sync into one batch: grouping
 happens there, once.) Reads are synchronous: each opens its own read transaction, which
 LMDB serves from the map without blocking the writer. LMDB errors are

@@ -1,9 +1,9 @@
 """The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
 
-Commits go through the shared ``writer.Writer`` over ``write.PgWrites``: ``COMMIT_LANES`` lanes, each with
-its own connection, one database transaction (one round trip) per batch, in call order
-within its lane, so the event loop never waits on a COMMIT and the transactions of
-runtimes in different lanes overlap; the engine's committer has already grouped the
+Commits go through the shared ``writer.Writer`` over ``write.PgWrites``: ``COMMIT_LANES``
+lanes, each a thread with its own connection, one database transaction (one round trip)
+per batch, in call order within its lane, so the event loop never waits on a COMMIT and
+the transactions of runtimes in different lanes overlap; the engine's committer has already grouped the
 changes behind each (per lane, ``base.lane_of``).
 
 Reads are synchronous, as the protocol wants: each is one indexed query on an
