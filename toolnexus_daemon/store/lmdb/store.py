@@ -8,9 +8,9 @@ batch; each caller is answered only once its transaction is durable. (The engine
 the changes of all runtimes queued behind a sync into one batch: grouping
 happens there, once.) Reads are synchronous: each opens its own read transaction, which
 LMDB serves from the map without blocking the writer. LMDB errors are
-translated here, at the edge they cross: a full map or disk becomes
-``StoreFull`` (the transaction is aborted, so nothing of the batch is kept),
-anything else ``StoreError``.
+translated at the edge they cross: a failed write by ``write.LmdbWrites.failed``
+(a full map or disk becomes ``StoreFull``; the transaction is aborted, so nothing
+of the batch is kept), a failed read here; anything else is ``StoreError``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import lmdb
 
-from ...errors import FormatTooNew, StoreError, StoreFull
+from ...errors import FormatTooNew, StoreError
 from ...model import JSON, Event
 from .. import codec
 from ..base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
@@ -30,7 +30,7 @@ from ..codec import FORMAT_VERSION, META_FORMAT_KEY, Table
 from ..summary import Contribution, contribution, summarize
 from ..writer import Writer, WriterStats
 from . import expiry_index, handle_index, pending_index
-from .datafile import check_data_file, disk_is_full, free_bytes
+from .datafile import check_data_file
 from .dirlock import DirLock
 from .write import LmdbWrites, Op
 
@@ -52,7 +52,7 @@ class LmdbStore:
             undo.callback(self._env.close)
             self._dbs, self._format = _open_tables(self._env, self._path)
             undo.pop_all()
-        self._writer: Writer[Op] = Writer(LmdbWrites(self._env, self._dbs, self._write_error),
+        self._writer: Writer[Op] = Writer(LmdbWrites(self._env, self._dbs, self._path),
                                           where=str(self._path), name="lmdb-commit")
         self._closed = False
 
@@ -79,23 +79,6 @@ class LmdbStore:
     def stats(self) -> WriterStats:
         """Write transactions (one batch each) and refusals so far, and the batches queued now."""
         return self._writer.stats()
-
-    def _write_error(self, exc: Exception) -> Exception:
-        """What a failed write transaction means to the committer (runs on the writer thread)."""
-        if isinstance(exc, lmdb.MapFullError):
-            error: Exception = StoreFull(
-                f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
-                f"restart toolnexus-daemon with a larger --map-size")
-        elif isinstance(exc, lmdb.DiskError) or (isinstance(exc, lmdb.Error) and disk_is_full(self._path)):
-            # a full disk surfaces as ENOSPC, or as EIO from the commit's write or sync
-            error = StoreFull(f"the disk holding {self._path} is full ({free_bytes(self._path)} bytes free); "
-                              "free space on it and retry")
-        elif isinstance(exc, StoreError):
-            return exc
-        else:
-            error = StoreError(f"store write to {self._path} failed: {exc}")
-        error.__cause__ = exc
-        return error
 
     # ------------------------------------------------------------------- reads
 

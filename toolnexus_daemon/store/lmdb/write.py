@@ -11,22 +11,25 @@ and ``expiry_index.IndexExpiry`` keep the handle indexes beside each handle reco
 
 ``LmdbWrites`` is the ``writer.Backend`` of one environment: one lane (LMDB has one
 writer), each batch in one write transaction (``apply``), a full map or disk
-described as ``StoreFull`` by the store that owns it.
+described as ``StoreFull``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import lmdb
 
+from ...errors import StoreError, StoreFull
 from ...model import JSON
 from .. import codec
 from ..base import Batch, HandleKey
 from ..codec import Table
 from ..summary import summarize
 from . import expiry_index, handle_index, pending_index
+from .datafile import disk_is_full, free_bytes
 
 
 @dataclass(frozen=True)
@@ -140,11 +143,11 @@ def _drop_from(txn: lmdb.Transaction, db: lmdb._Database, op: DropFrom) -> None:
 
 
 class LmdbWrites:
-    """The ``writer.Backend`` of one LMDB environment: its one lane writes each batch in one
-    write transaction; ``failed`` is the owning store's description of a failure."""
+    """The ``writer.Backend`` of the LMDB environment in ``path``: its one lane writes each batch
+    in one write transaction."""
 
-    def __init__(self, env: lmdb.Environment, dbs: Tables, failed: Callable[[Exception], Exception]) -> None:
-        self._env, self._dbs, self._failed = env, dbs, failed
+    def __init__(self, env: lmdb.Environment, dbs: Tables, path: Path) -> None:
+        self._env, self._dbs, self._path = env, dbs, path
 
     def prepare(self, batch: Batch) -> list[Op]:
         return prepare(batch)
@@ -157,4 +160,19 @@ class LmdbWrites:
             apply(txn, self._dbs, ops)
 
     def failed(self, exc: Exception) -> Exception:
-        return self._failed(exc)
+        """A full map or disk as ``StoreFull`` (the transaction was aborted, so nothing of the batch
+        is kept), anything else as ``StoreError`` naming the directory (runs on the writer thread)."""
+        if isinstance(exc, lmdb.MapFullError):
+            error: Exception = StoreFull(
+                f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
+                f"restart toolnexus-daemon with a larger --map-size")
+        elif isinstance(exc, lmdb.DiskError) or (isinstance(exc, lmdb.Error) and disk_is_full(self._path)):
+            # a full disk surfaces as ENOSPC, or as EIO from the commit's write or sync
+            error = StoreFull(f"the disk holding {self._path} is full ({free_bytes(self._path)} bytes free); "
+                              "free space on it and retry")
+        elif isinstance(exc, StoreError):
+            return exc
+        else:
+            error = StoreError(f"store write to {self._path} failed: {exc}")
+        error.__cause__ = exc
+        return error
