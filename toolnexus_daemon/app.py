@@ -36,9 +36,9 @@ from .api.store_state import follow_store
 from .api.ui_forward import UiForwarder
 from .clock import SystemClock
 from .config import Settings
-from .engine.engine import Engine
-from .engine.runtime import Runtime
-from .engine.tracing import NOOP, Tracer
+from .engine.turn.tracing import NOOP, Tracer
+from .engine.verbs.engine import Engine
+from .engine.verbs.runtime import Runtime
 from .envexpand import EnvAllowList
 from .errors import NodeTaken, StoreError, StoreLocked
 from .llm.factory import model_factory

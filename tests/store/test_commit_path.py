@@ -16,10 +16,10 @@ import pytest
 
 from tests.engine.test_committer import Published
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.change import Change
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.ownership import Claim, Elsewhere, Owned
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.commit.ownership import Claim, Elsewhere, Owned
+from toolnexus_daemon.engine.state.change import Change
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import LeaseLost, StoreError
 from toolnexus_daemon.model import (
     ROOT_ID,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import psycopg
 
-from toolnexus_daemon.engine.versions import key_of
+from toolnexus_daemon.engine.definitions.versions import key_of
 from toolnexus_daemon.store import Batch, Store
 from toolnexus_daemon.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from toolnexus_daemon.store.postgres.store import PgStore
