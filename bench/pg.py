@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolnexus_daemon.store.pg_write import SQL, _write
+from toolnexus_daemon.store.postgres.write import SQL, _write
 
 from . import interleave, peers
 from .common import daemon, log, summary, tcp_target
@@ -151,7 +151,7 @@ def _median(values: list[float]) -> float:
 
 
 def commit_ops(rid: str, n: int, value: bytes) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """The statements of the store's usual commit (``pg_write.SQL``): a handle with its index columns,
+    """The statements of the store's usual commit (``postgres.write.SQL``): a handle with its index columns,
     two transcript messages, its checkpoint and two events; the ``n``-th commit of runtime ``rid``
     (handle ids cycle over 64, message indexes and event seqs grow). Index columns beyond those the
     benchmark knows (state, open kind, since) are NULL, so a new column does not break the floor."""
@@ -166,13 +166,13 @@ def commit_ops(rid: str, n: int, value: bytes) -> list[tuple[str, list[tuple[Any
 
 class CommitFloor:
     """One durable PostgreSQL commit of the store's shape (``commit_ops``, ~500-byte values) written by
-    ``pg_write._write`` as the daemon's writer does (one transaction, one pipeline), on the calling
+    ``postgres.write._write`` as the daemon's writer does (one transaction, one pipeline), on the calling
     thread, over the server's unix socket, synchronous_commit on: the S4-PG floor."""
 
     def __init__(self, dsn: str, commits: int) -> None:
         import psycopg
 
-        from toolnexus_daemon.store import pg_schema
+        from toolnexus_daemon.store.postgres import schema as pg_schema
 
         self.conn = psycopg.connect(dsn, autocommit=True)
         pg_schema.migrate(self.conn, "benchmark commit floor")

@@ -3,10 +3,10 @@
     bench/.venv/bin/python -m bench.pg_driver            # a short run, prints the figures
     bench/.venv/bin/python -m bench.pg_driver --commits 1000 --reps 5
 
-One commit is the shape of the daemon's ``pg_write``: one transaction holding an
+One commit is the shape of the daemon's ``store.postgres.write``: one transaction holding an
 upsert of a handle (with its index columns), of its checkpoint, two transcript
 messages and two events with the runtime's next ``seq`` — the statements of
-``pg_write.SQL`` on the tables of ``pg_schema``, values of ~500 bytes. It runs
+``store.postgres.write.SQL`` on the tables of ``store.postgres.schema``, values of ~500 bytes. It runs
 with ``synchronous_commit`` on (what the daemon acknowledges) and off (the
 ``--no-sync`` mode, where the driver's own cost is not hidden behind the WAL
 flush), on one connection over the server's unix socket, one commit at a time.
@@ -14,7 +14,7 @@ flush), on one connection over the server's unix socket, one commit at a time.
 Variants, their repetitions alternating so a burst of other load hits all:
 
 * ``psycopg_sync`` — what is built: a blocking connection, ``transaction()`` +
-  ``pipeline()`` + ``executemany`` per statement (``pg_write._write`` itself);
+  ``pipeline()`` + ``executemany`` per statement (``store.postgres.write._write`` itself);
 * ``psycopg_one_sync`` — the same statements with the pipeline opened outside the
   transaction, so BEGIN, the statements and COMMIT travel in one round trip
   (what is built sends BEGIN, then the pipeline, then COMMIT: three);
@@ -46,8 +46,8 @@ from typing import Any
 import asyncpg
 import psycopg
 
-from toolnexus_daemon.store import pg_schema
-from toolnexus_daemon.store.pg_write import SQL, _write
+from toolnexus_daemon.store.postgres import schema as pg_schema
+from toolnexus_daemon.store.postgres.write import SQL, _write
 
 from .common import log, summary
 from .pg_server import durable_server

@@ -209,8 +209,8 @@ def _membership(settings: Settings, store: Store) -> Membership | None:
     if not settings.clustered:
         return None
     from .cluster.membership import Membership
-    from .store.pg_lease import Leases
-    from .store.pg_store import PgStore
+    from .store.postgres.lease import Leases
+    from .store.postgres.store import PgStore
 
     if not isinstance(store, PgStore):
         raise StoreError("a cluster needs a PostgreSQL store (--store postgresql://...)")

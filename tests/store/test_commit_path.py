@@ -32,8 +32,8 @@ from toolnexus_daemon.model import (
 )
 from toolnexus_daemon.store import Store
 from toolnexus_daemon.store.base import Fence, lane_of
-from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
-from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.postgres.lease import Held, Lease, Leases
+from toolnexus_daemon.store.postgres.store import PgStore
 
 
 class NoModel:

@@ -337,3 +337,83 @@ async def test_commits_of_one_lane_land_in_call_order_and_every_lane_lands(store
     for lane in range(lanes + 1):
         await asyncio.gather(*(store.commit(Batch(runtimes={f"g{lane}": {"v": i}}), lane) for i in range(20)))
     assert [store.get_runtime(f"g{lane}") for lane in range(lanes + 1)] == [{"v": 19}] * (lanes + 1)
+
+
+async def test_a_read_beside_commits_on_another_lane_sees_committed_state(store: Store) -> None:
+    """Reads made through ``read`` while another lane keeps committing see every commit that
+    returned before they started and only what was committed, never going back in time. (The
+    reads inside one ``read`` are not one snapshot: each sees what was committed when it ran.)"""
+    await store.commit(Batch(runtimes={"steady": {"v": 1}}), lane=0)
+    committed = 0  # the highest v whose commit has returned
+    done = False
+
+    async def writer() -> None:
+        nonlocal committed, done
+        for v in range(1, 41):
+            both = Batch(runtimes={"busy": {"v": v}}, handles={("busy", "root"): {"v": v}})
+            await store.commit(both, lane=1)
+            committed = v
+        done = True
+
+    def look(s: Store) -> tuple[JSON | None, JSON | None, JSON | None]:
+        return s.get_runtime("steady"), s.get_runtime("busy"), s.get_handle("busy", "root")
+
+    writing = asyncio.create_task(writer())
+    seen: list[int] = []
+    while not done:
+        floor = committed
+        steady, busy, root = await store.read(look)
+        assert steady == {"v": 1}
+        v = 0 if busy is None else int(busy["v"])
+        w = 0 if root is None else int(root["v"])
+        assert v >= floor and w >= floor, f"a read after commit {floor} returned saw {v} and {w}"
+        assert v <= w <= 40, "the handle, read second, is at least as new as its runtime"
+        seen.append(v)
+        await asyncio.sleep(0)
+    await writing
+    assert seen == sorted(seen), "reads went back in time"
+    assert await store.read(look) == ({"v": 1}, {"v": 40}, {"v": 40})
+
+
+async def test_a_failing_read_raises_to_its_caller_and_leaves_the_store_usable(store: Store) -> None:
+    """A read whose work raises after reads of its own raises that to its caller; more of them at
+    once than the store has readers, beside good reads and commits, leave every reader, every lane
+    and the store's state as they were."""
+    await store.commit(Batch(runtimes={"r1": {"v": 1}}, events=[event("r1", 1)]))
+
+    def fails_after_reading(s: Store) -> None:
+        s.get_runtime("r1")
+        s.events("r1")
+        raise ValueError("the work failed after its reads")
+
+    def reads_runtime(s: Store) -> JSON | None:
+        return s.get_runtime("r1")
+
+    failing = [store.read(fails_after_reading) for _ in range(12)]
+    good = [store.read(reads_runtime) for _ in range(12)]
+    lanes = range(store.commit_lanes)
+    commits = [store.commit(Batch(runtimes={f"c{lane}": {"lane": lane}}), lane) for lane in lanes]
+    results = await asyncio.gather(*failing, *good, *commits, return_exceptions=True)
+
+    failures, answers = results[:12], results[12:24]
+    assert all(isinstance(f, ValueError) and "after its reads" in str(f) for f in failures), failures
+    assert answers == [{"v": 1}] * 12
+    assert results[24:] == [None] * store.commit_lanes
+    with pytest.raises(StoreError, match="refused half-way"):  # a store error, after a read, as itself
+        await store.read(lambda s: s.get_runtime("r1") and _raise(StoreError("refused half-way")))
+    assert await store.read(lambda s: (s.get_runtime("r1"), s.last_seq("r1"))) == ({"v": 1}, 1)
+    await store.commit(Batch(runtimes={"r1": {"v": 2}}))
+    assert await store.read(reads_runtime) == {"v": 2}
+    assert [await store.read(lambda s, n=n: s.get_runtime(f"c{n}")) for n in range(store.commit_lanes)] == [
+        {"lane": n} for n in range(store.commit_lanes)]
+
+
+async def test_a_closed_store_refuses_reads_made_through_read(store: Store) -> None:
+    await store.commit(Batch(runtimes={"r1": {}}))
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        await store.read(lambda s: s.get_runtime("r1"))
+
+
+def _raise(error: Exception) -> None:
+    raise error

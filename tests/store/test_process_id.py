@@ -1,4 +1,4 @@
-"""Which process a lease holder is, and when it is provably gone (``store/process_id.py``): only a
+"""Which process a lease holder is, and when it is provably gone (``store/postgres/process_id.py``): only a
 process of this host and pid namespace that no longer runs, or whose pid now names another process."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from toolnexus_daemon.store import process_id
+from toolnexus_daemon.store.postgres import process_id
 
 pytestmark = pytest.mark.skipif(not process_id.this_process(), reason="needs Linux /proc")
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import struct
 from enum import StrEnum
-from typing import Any
 
 import orjson
 
@@ -125,7 +124,7 @@ def _readable(part: bytes) -> str:
 
 # ---------------------------------------------------------------------- values
 
-def dump_json(where: str, value: Any) -> bytes:
+def dump_json(where: str, value: object) -> bytes:
     """Compact UTF-8 JSON of a record; ``where`` (``table/key``) names it in errors.
 
     ``orjson`` writes every record of every commit at a tenth of ``json``'s cost; the few values
@@ -152,7 +151,7 @@ def load_json(where: str, raw: bytes) -> JSON:
     return value
 
 
-def encode_value(table: str, key: bytes, value: Any) -> bytes:
+def encode_value(table: str, key: bytes, value: object) -> bytes:
     return MAGIC + bytes([FORMAT_VERSION]) + dump_json(f"{table}/{describe_key(table, key)}", value)
 
 

@@ -12,9 +12,9 @@ before changing anything, so a failing batch leaves nothing behind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from ..errors import StoreError
 from ..model import JSON, Event
@@ -25,6 +25,7 @@ from .expiry import expiry_of, micros
 from .summary import contribution, summarize
 
 Encoded = bytes | None  # None deletes
+K = TypeVar("K")
 
 
 @dataclass
@@ -200,10 +201,12 @@ class MemoryStore:
 
     def info(self) -> StoreInfo:
         self._check_open()
-        tables: list[Mapping[Any, bytes]] = [self._runtimes, self._handles, self._checkpoints, self._requests,
-                                             self._versions,
-                                             *self._messages.values(), *self._events.values()]
-        size = sum(len(raw) for table in tables for raw in table.values())
+        tables: list[Iterable[bytes]] = [self._runtimes.values(), self._handles.values(),
+                                         self._checkpoints.values(), self._requests.values(),
+                                         self._versions.values(),
+                                         *(m.values() for m in self._messages.values()),
+                                         *(e.values() for e in self._events.values())]
+        size = sum(len(raw) for table in tables for raw in table)
         return StoreInfo(path=":memory:", size_bytes=size, map_size_bytes=0, format_version=FORMAT_VERSION)
 
     def close(self) -> None:
@@ -245,15 +248,15 @@ def _stage(batch: Batch) -> _Staged:
     )
 
 
-def _pairs(table: Table, records: Mapping[HandleKey, Any]) -> dict[HandleKey, Encoded]:
+def _pairs(table: Table, records: Mapping[HandleKey, JSON | None]) -> dict[HandleKey, Encoded]:
     return {key: _dump(table, codec.pair_key(*key), rec) for key, rec in records.items()}
 
 
-def _dump(table: Table, key: bytes, record: Any) -> Encoded:
+def _dump(table: Table, key: bytes, record: JSON | None) -> Encoded:
     return None if record is None else codec.dump_json(f"{table}/{codec.describe_key(table, key)}", record)
 
 
-def _dump_message(rid: str, hid: str, index: int, message: Any) -> bytes:
+def _dump_message(rid: str, hid: str, index: int, message: JSON) -> bytes:
     codec.message_key(rid, hid, index)
     return codec.dump_json(f"{Table.MESSAGES}/{rid}/{hid}/{index}", message)
 
@@ -271,7 +274,7 @@ def _load_event(where: str, raw: bytes) -> Event:
     return codec.event_from_json(f"{Table.EVENTS}/{where}", _load(Table.EVENTS, where, raw))
 
 
-def _merge(table: dict[Any, bytes], changes: Mapping[Any, Encoded]) -> None:
+def _merge(table: dict[K, bytes], changes: Mapping[K, Encoded]) -> None:
     for key, raw in changes.items():
         if raw is None:
             table.pop(key, None)

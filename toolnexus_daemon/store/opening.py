@@ -15,7 +15,7 @@ import time
 from ..config import Settings
 from ..errors import StoreUnavailable
 from .base import Store
-from .lmdb_store import LmdbStore
+from .lmdb.store import LmdbStore
 
 log = logging.getLogger("toolnexus_daemon.store")
 
@@ -26,7 +26,7 @@ def open_store(settings: Settings, *, wait_s: float | None = None) -> Store:
     """The store ``settings`` name; waits up to ``wait_s`` (None: for ever) for a PostgreSQL database."""
     if not settings.store:
         return LmdbStore(settings.data_dir, map_size=settings.map_size, sync=settings.sync)
-    from .pg_store import PgStore  # the driver loads only for a daemon that uses it
+    from .postgres.store import PgStore  # the driver loads only for a daemon that uses it
 
     deadline = None if wait_s is None else time.monotonic() + wait_s
     delay = 0.1

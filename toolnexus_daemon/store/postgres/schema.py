@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import psycopg
 
-from ..errors import FormatTooNew
+from ...errors import FormatTooNew
 
 SCHEMA_VERSION = 6
 # the SQLSTATE tn_fence raises when a commit's lease no longer holds (a class of our own)
@@ -43,7 +43,7 @@ MIGRATIONS: list[list[str]] = [
         f"CREATE TABLE tn_events (rid {K}, seq bigint NOT NULL, value bytea NOT NULL, "
         "PRIMARY KEY (rid, seq))",
     ],
-    [  # 2: the cluster's runtime leases and live nodes (pg_lease), and the commit fence
+    [  # 2: the cluster's runtime leases and live nodes (lease), and the commit fence
         f"""CREATE TABLE tn_leases (rid {K} PRIMARY KEY, owner {K}, address text NOT NULL,
             epoch bigint NOT NULL, expires_at timestamptz NOT NULL)""",
         "CREATE INDEX tn_leases_owner ON tn_leases (owner)",
@@ -59,7 +59,7 @@ MIGRATIONS: list[list[str]] = [
               END IF;
             END $$""",
     ],
-    # 3: the pending inbox (pg_pending): open suspensions oldest first, across runtimes or in one,
+    # 3: the pending inbox (pending): open suspensions oldest first, across runtimes or in one,
     # of every kind or one; (since, rid, hid) is also the page cursor. The columns exist since 1.
     [
         "CREATE INDEX tn_handles_pending ON tn_handles (since, rid, hid) WHERE open_kind IS NOT NULL",

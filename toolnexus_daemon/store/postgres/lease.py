@@ -4,7 +4,7 @@ A lease row names the runtime, its owner node and that node's **incarnation** (a
 drawn at every start: ownership belongs to one process, not to a node name), the address
 other daemons dial to reach it, an **epoch** and an expiry. Taking a lease that another
 process holds bumps the epoch; every commit of the owner carries a ``Fence`` (runtime, owner,
-incarnation, epoch) that ``tn_fence`` checks in the commit's own transaction (``pg_write``),
+incarnation, epoch) that ``tn_fence`` checks in the commit's own transaction (``write``),
 holding the lease row ``FOR SHARE`` until COMMIT. So once another process has taken a runtime
 over, nothing the old owner still had in flight can land: its next commit fails with
 ``LeaseLost``.
@@ -34,10 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
-from ..errors import NodeTaken
-from . import codec, process_id
-from .base import Fence
-from .pg_link import Conn, Link, OneConnection
+from ...errors import NodeTaken
+from .. import codec
+from ..base import Fence
+from . import process_id
+from .link import Conn, Link, OneConnection
 
 _ACQUIRE = """
 INSERT INTO tn_leases AS l (rid, owner, incarnation, address, epoch, expires_at)

@@ -13,7 +13,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..errors import StoreError, StoreLocked
+from ...errors import StoreError, StoreLocked
 
 LOCK_NAME = "toolnexus-daemon.lock"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from .base import PendingQuery, PendingRow
+from ..base import PendingQuery, PendingRow
 
 
 def pending_sql(query: PendingQuery) -> tuple[str, list[object]]:

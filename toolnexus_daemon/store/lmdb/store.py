@@ -1,21 +1,20 @@
 """The durable store: one LMDB environment per data directory (docs/protocol.md §5).
 
 Owns the environment, its named tables (see ``codec`` for keys and the value
-envelope), the data-directory lock and the writer thread. Commits run on one
-writer thread (``lmdb_write.Writer``), so the event loop never waits on fsync
-and commits land in call order, one transaction per batch; each caller is
-answered only once its transaction is durable. (The engine's committer groups
+envelope), the data-directory lock and the writer. Commits run on one writer
+thread (the shared ``writer.Writer`` over ``write.LmdbWrites``), so the event
+loop never waits on fsync and commits land in call order, one transaction per
+batch; each caller is answered only once its transaction is durable. (The engine's committer groups
 the changes of all runtimes queued behind a sync into one batch: grouping
 happens there, once.) Reads are synchronous: each opens its own read transaction, which
 LMDB serves from the map without blocking the writer. LMDB errors are
-translated here, at the edge they cross: a full map or disk becomes
-``StoreFull`` (the transaction is aborted, so nothing of the batch is kept),
-anything else ``StoreError``.
+translated at the edge they cross: a failed write by ``write.LmdbWrites.failed``
+(a full map or disk becomes ``StoreFull``; the transaction is aborted, so nothing
+of the batch is kept), a failed read here; anything else is ``StoreError``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,15 +22,17 @@ from pathlib import Path
 
 import lmdb
 
-from ..errors import FormatTooNew, StoreError, StoreFull
-from ..model import JSON, Event
-from . import codec, expiry_index, handle_index, lmdb_write, pending_index
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
-from .codec import FORMAT_VERSION, META_FORMAT_KEY, Table
-from .datafile import check_data_file, disk_is_full, free_bytes
+from ...errors import FormatTooNew, StoreError
+from ...model import JSON, Event
+from .. import codec
+from ..base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
+from ..codec import FORMAT_VERSION, META_FORMAT_KEY, Table
+from ..summary import Contribution, contribution, summarize
+from ..writer import Writer, WriterStats
+from . import expiry_index, handle_index, pending_index
+from .datafile import check_data_file
 from .dirlock import DirLock
-from .lmdb_write import Writer, WriterStats
-from .summary import Contribution, contribution, summarize
+from .write import LmdbWrites, Op
 
 log = logging.getLogger("toolnexus_daemon.store")
 
@@ -51,7 +52,8 @@ class LmdbStore:
             undo.callback(self._env.close)
             self._dbs, self._format = _open_tables(self._env, self._path)
             undo.pop_all()
-        self._writer = Writer(self._env, self._dbs, self._write_error)
+        self._writer: Writer[Op] = Writer(LmdbWrites(self._env, self._dbs, self._path),
+                                          where=str(self._path), name="lmdb-commit")
         self._closed = False
 
     # ------------------------------------------------------------------ writes
@@ -70,37 +72,13 @@ class LmdbStore:
         thread, before the first await, which is what fixes its place in the
         commit order. Once called, the commit runs to completion even if the
         awaiting task is cancelled, so a cancelled caller never leaves a commit
-        half-decided.
+        half-decided (``writer.Writer.commit``).
         """
-        if self._closed:
-            raise StoreError(f"store {self._path} is closed")
-        ops = lmdb_write.prepare(batch)
-        if not ops:
-            return
-        done = asyncio.wrap_future(self._writer.submit(ops))
-        done.add_done_callback(_retrieve_exception)
-        await asyncio.shield(done)
+        await self._writer.commit(batch, lane)
 
     def stats(self) -> WriterStats:
         """Write transactions (one batch each) and refusals so far, and the batches queued now."""
         return self._writer.stats()
-
-    def _write_error(self, exc: Exception) -> Exception:
-        """What a failed write transaction means to the committer (runs on the writer thread)."""
-        if isinstance(exc, lmdb.MapFullError):
-            error: Exception = StoreFull(
-                f"the store map of {self._path} is full ({self._env.info()['map_size']} bytes); "
-                f"restart toolnexus-daemon with a larger --map-size")
-        elif isinstance(exc, lmdb.DiskError) or (isinstance(exc, lmdb.Error) and disk_is_full(self._path)):
-            # a full disk surfaces as ENOSPC, or as EIO from the commit's write or sync
-            error = StoreFull(f"the disk holding {self._path} is full ({free_bytes(self._path)} bytes free); "
-                              "free space on it and retry")
-        elif isinstance(exc, StoreError):
-            return exc
-        else:
-            error = StoreError(f"store write to {self._path} failed: {exc}")
-        error.__cause__ = exc
-        return error
 
     # ------------------------------------------------------------------- reads
 
@@ -318,8 +296,3 @@ def _contribution_of(key: bytes, raw: bytes) -> Contribution | None:
     except StoreError:  # reported, with its key, when the handle is read
         return None
 
-
-def _retrieve_exception(future: asyncio.Future[None]) -> None:
-    """Mark a shielded commit's failure as seen when its caller was cancelled before it ended."""
-    if not future.cancelled():
-        future.exception()

@@ -30,11 +30,12 @@ from collections.abc import Mapping
 
 import lmdb
 
-from ..errors import StoreError
-from ..model import JSON
-from . import codec, pending_index
-from .codec import Table
-from .summary import Contribution, contribution, summarize
+from ...errors import StoreError
+from ...model import JSON
+from .. import codec
+from ..codec import Table
+from ..summary import Contribution, contribution, summarize
+from . import pending_index
 
 CENSUS_TAG = b"\x01"
 RECOVERY_TAG = b"\x02"

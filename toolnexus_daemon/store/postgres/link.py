@@ -25,9 +25,9 @@ from typing import TypeVar
 import psycopg
 from psycopg import errors as pgerr
 
-from ..errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
-from .dsn import redact
-from .pg_schema import FENCE_SQLSTATE
+from ...errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
+from ..dsn import redact
+from .schema import FENCE_SQLSTATE
 
 log = logging.getLogger("toolnexus_daemon.store")
 

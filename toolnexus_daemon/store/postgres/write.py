@@ -1,4 +1,5 @@
-"""A ``Batch`` as SQL statements, and the writer thread that commits them to PostgreSQL.
+"""PostgreSQL's half of the shared writer (``store.writer``): a ``Batch`` as SQL statements, and
+the transaction of a commit lane that sends them.
 
 ``prepare`` runs on the caller's thread when ``commit`` is called, as LMDB's does: it
 validates every id (the same key rules, ``codec``), encodes every record into the
@@ -9,37 +10,34 @@ fences of a cluster (``tn_fence``: the batch lands only while its leases hold): 
 runtimes, handles (with their index columns), truncate, messages, checkpoints,
 requests, events, dropped events.
 
-``PgWriter`` is ``lmdb_write.Writer`` with a database transaction instead of an
-LMDB one: one batch per transaction (one COMMIT, one WAL flush when
-``synchronous_commit`` is on), in call order; a failed transaction kept nothing.
-Grouping is the engine committer's: the batch it hands over already holds every
-change queued behind the previous commit, of every runtime, with each runtime's
-fence. The statements of a transaction go in one pipeline with one Sync (one round
-trip: ``_write``). ``PgStore`` runs several writers (commit lanes), each on its own
-connection, so the transactions of runtimes in different lanes overlap. A
-serialisation failure or deadlock retries the transaction; a lost connection fails
-it with ``StoreUnavailable`` and the link reconnects in the background (``pg_link``).
+``PgWrites`` is the ``writer.Backend`` of one database: each commit lane has its own
+connection, so the transactions of runtimes in different lanes overlap; a batch is one
+transaction (one COMMIT, one WAL flush when ``synchronous_commit`` is on) whose
+statements go in one pipeline with one Sync (one round trip: ``_write``). Commits are
+refused at once while the database is down (``admit``). A serialisation failure or
+deadlock retries the transaction; a lost connection fails it with ``StoreUnavailable``
+and the link reconnects in the background (``link``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
 
 import psycopg
 
-from ..errors import StoreError
-from ..model import JSON
-from . import codec
-from .base import Batch, HandleKey
-from .codec import Table
-from .expiry import expiry_of
-from .lmdb_write import ErrorMapper, Writer
-from .pg_link import Link, OneConnection, is_retryable
-from .pg_schema import RUNTIME_TABLES
-from .summary import contribution, summarize
+from ...errors import StoreError
+from ...model import JSON
+from .. import codec
+from ..base import Batch, HandleKey
+from ..codec import Table
+from ..expiry import expiry_of
+from ..summary import contribution, summarize
+from .link import Link, OneConnection, is_retryable
+from .schema import RUNTIME_TABLES
 
-Step = tuple[str, list[tuple[Any, ...]]]
+Row = tuple[object, ...]
+# one statement and its parameter rows (executemany)
+Step = tuple[str, Sequence[Row]]
 MAX_INDEX = (1 << 63) - 1  # bigint
 SERIALIZATION_RETRIES = 5
 
@@ -109,17 +107,17 @@ def _index(key: bytes, n: int) -> int:
     return n
 
 
-def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Any, *, single: bool = False,
-           index: bool = False) -> list[Step]:
-    puts: list[tuple[Any, ...]] = []
-    deletes: list[tuple[Any, ...]] = []
+def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Callable[[str, str], bytes], *,
+           single: bool = False, index: bool = False) -> list[Step]:
+    puts: list[Row] = []
+    deletes: list[Row] = []
     for (rid, sub), rec in records.items():
         key = key_of(rid, sub)
-        ids: tuple[Any, ...] = (rid,) if single else (rid, sub)
+        ids: Row = (rid,) if single else (rid, sub)
         if rec is None:
             deletes.append(ids)
             continue
-        row: tuple[Any, ...] = (*ids, codec.encode_value(table, key, rec))
+        row: Row = (*ids, codec.encode_value(table, key, rec))
         if index:
             c = contribution(summarize(rec))
             row += (c.recover, c.state, c.open_kind, c.since, expiry_of(rec))
@@ -127,21 +125,37 @@ def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Any, 
     return [(DELETE[table.value], deletes), (SQL[table.value], puts)]
 
 
-class PgWriter(Writer):
-    """One thread writing to the database on its own connection: one batch per transaction, in
-    call order (one commit lane of ``PgStore``)."""
+class PgWrites:
+    """The ``writer.Backend`` of one database: ``lanes`` connections, one per commit lane."""
 
-    def __init__(self, link: Link, map_error: ErrorMapper, *, name: str = "pg-commit") -> None:
-        self._conn = OneConnection(link)
-        super().__init__(cast(Any, None), {}, map_error, name=name)
+    def __init__(self, link: Link, lanes: int) -> None:
+        self._link = link
+        self._conns = [OneConnection(link) for _ in range(max(lanes, 1))]
 
-    def _transaction(self, ops: list[Any]) -> None:
-        steps = cast(list[Step], ops)
-        self._conn.run(lambda conn: _write(conn, steps))
+    def prepare(self, batch: Batch) -> list[Step]:
+        return prepare(batch)
+
+    def admit(self) -> None:
+        """While the database is down a commit fails at once, naming it, instead of queueing."""
+        if not self._link.up:
+            raise self._link.unavailable()
+
+    def transact(self, lane: int, ops: list[Step]) -> None:
+        self._conns[lane].run(lambda conn: _write(conn, ops))
+
+    def failed(self, exc: Exception) -> Exception:
+        """A ``StoreError`` (``OneConnection.run`` has described it already) as it is; anything else
+        as the link describes it."""
+        if isinstance(exc, StoreError):
+            return exc
+        error = self._link.failed(exc)
+        error.__cause__ = exc
+        return error
 
     def close(self) -> None:
-        super().close()
-        self._conn.close()
+        """Close the lanes' connections (once the writer has stopped)."""
+        for conn in self._conns:
+            conn.close()
 
 
 def _write(conn: psycopg.Connection[tuple[object, ...]], steps: list[Step]) -> None:

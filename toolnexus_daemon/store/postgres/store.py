@@ -1,9 +1,9 @@
 """The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
 
-Commits go through ``pg_write.PgWriter``: ``COMMIT_LANES`` writer threads, each with
-its own connection, one database transaction (one round trip) per batch, in call order
-within its lane, so the event loop never waits on a COMMIT and the transactions of
-runtimes in different lanes overlap; the engine's committer has already grouped the
+Commits go through the shared ``writer.Writer`` over ``write.PgWrites``: ``COMMIT_LANES``
+lanes, each a thread with its own connection, one database transaction (one round trip)
+per batch, in call order within its lane, so the event loop never waits on a COMMIT and
+the transactions of runtimes in different lanes overlap; the engine's committer has already grouped the
 changes behind each (per lane, ``base.lane_of``).
 
 Reads are synchronous, as the protocol wants: each is one indexed query on an
@@ -17,7 +17,7 @@ connection of its own, so it never holds a lock the event loop waits on. Values
 are LMDB's envelope bytes, so ``codec`` decodes them and names a damaged row's
 table and key exactly as LMDB does.
 
-Errors are translated at this edge (``pg_link.Link.failed``): a refused or lost
+Errors are translated at this edge (``link.Link.failed``): a refused or lost
 connection is ``StoreUnavailable`` (UNAVAILABLE, naming the database) and starts
 the reconnect prober; a value too large or a full disk is ``StoreFull``
 (RESOURCE_EXHAUSTED); anything else ``StoreError``.
@@ -30,18 +30,19 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import cast
 
 import psycopg
 
-from ..errors import StoreError
-from ..model import JSON, Event
-from . import codec, pg_pending, pg_schema
-from .base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
-from .codec import FORMAT_VERSION, Table
-from .lmdb_write import WriterStats
-from .pg_link import Link, OneConnection
-from .pg_write import PgWriter, prepare
+from ...errors import StoreError
+from ...model import JSON, Event
+from .. import codec
+from ..base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
+from ..codec import FORMAT_VERSION, Table
+from ..writer import Writer, WriterStats
+from . import pending, schema
+from .link import Link, OneConnection
+from .write import PgWrites, Step
 
 log = logging.getLogger("toolnexus_daemon.store")
 # writer connections, each committing its lane's transactions in order: at a few ms to the database
@@ -59,12 +60,12 @@ class PgStore:
     def __init__(self, dsn: str, *, password: str | None = None, sync: bool = True,
                  commit_lanes: int = COMMIT_LANES, read_connections: int = READ_CONNECTIONS) -> None:
         """Any number of daemons may open one database: each runtime's writes are fenced by its
-        lease (``pg_lease``), which every daemon on PostgreSQL holds for the runtimes it serves."""
+        lease (``lease``), which every daemon on PostgreSQL holds for the runtimes it serves."""
         self.link = Link(dsn, password=password, sync=sync)
         self._lock = threading.Lock()
         self._conn = OneConnection(self.link)
         try:
-            before, after = self._conn.run(lambda conn: pg_schema.migrate(conn, self.link.name))
+            before, after = self._conn.run(lambda conn: schema.migrate(conn, self.link.name))
         except BaseException:
             self._conn.close()
             raise
@@ -75,8 +76,9 @@ class PgStore:
                                                         "to_version": after})
         self._size = 0
         self.commit_lanes = max(commit_lanes, 1)
-        self._writers = [PgWriter(self.link, self._write_error, name=f"pg-commit-{i}")
-                         for i in range(self.commit_lanes)]
+        self._writes = PgWrites(self.link, self.commit_lanes)
+        self._writer: Writer[Step] = Writer(self._writes, where=self.link.redacted, lanes=self.commit_lanes,
+                                            name="pg-commit")
         self._closed = False
         self._readers = ThreadPoolExecutor(max(read_connections, 1), thread_name_prefix="pg-read")
         self._local = threading.local()  # a reader (or worker) thread's own connection
@@ -89,31 +91,12 @@ class PgStore:
     async def commit(self, batch: Batch, lane: int = 0) -> None:
         """Apply ``batch`` in one transaction on the writer of ``lane``; return once it is committed.
 
-        As on LMDB: encoded and queued before the first await (which fixes its
-        order in its lane), and run to completion even if the awaiting task is cancelled."""
-        if self._closed:
-            raise StoreError(f"store {self.link.redacted} is closed")
-        steps = prepare(batch)
-        if not steps:
-            return
-        if not self.link.up:
-            raise self.link.unavailable()
-        writer = self._writers[lane % self.commit_lanes]
-        done = asyncio.wrap_future(writer.submit(cast(Any, steps)))
-        done.add_done_callback(_retrieve_exception)
-        await asyncio.shield(done)
+        As on LMDB (``writer.Writer.commit``): encoded and queued before the first await (which
+        fixes its order in its lane), and run to completion even if the awaiting task is cancelled."""
+        await self._writer.commit(batch, lane)
 
     def stats(self) -> WriterStats:
-        each = [w.stats() for w in self._writers]
-        return WriterStats(transactions=sum(s.transactions for s in each), failed=sum(s.failed for s in each),
-                           queued=sum(s.queued for s in each))
-
-    def _write_error(self, exc: Exception) -> Exception:
-        if isinstance(exc, StoreError):
-            return exc
-        error = self.link.failed(exc)
-        error.__cause__ = exc
-        return error
+        return self._writer.stats()
 
     # ------------------------------------------------------------------- reads
 
@@ -159,8 +142,8 @@ class PgStore:
     def pending(self, query: PendingQuery) -> list[PendingRow]:
         if query.limit <= 0:
             return []
-        sql, params = pg_pending.pending_sql(query)
-        return pg_pending.rows_of(self._query(sql, *params))
+        sql, params = pending.pending_sql(query)
+        return pending.rows_of(self._query(sql, *params))
     def expiring(self, runtime_id: str, limit: int) -> list[tuple[float, str]]:
         rows = self._query("SELECT expires, hid FROM tn_handles WHERE rid = %s AND expires IS NOT NULL "
                            "ORDER BY expires, hid LIMIT %s", runtime_id, max(limit, 0))
@@ -248,8 +231,8 @@ class PgStore:
         if self._closed:
             return
         self._closed = True
-        for writer in self._writers:
-            writer.close()
+        self._writer.close()
+        self._writes.close()
         self._readers.shutdown(wait=True)
         self.link.close()
         with self._lock:
@@ -280,7 +263,3 @@ class PgStore:
 def _decode(table: Table, key: bytes, raw: object) -> JSON:
     return codec.decode_value(table, key, bytes(cast(bytes, raw)))
 
-
-def _retrieve_exception(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()

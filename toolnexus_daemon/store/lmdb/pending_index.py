@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import lmdb
 
-from ..errors import StoreError
-from . import codec
-from .base import PendingQuery, PendingRow
-from .codec import Table
-from .summary import Contribution
+from ...errors import StoreError
+from .. import codec
+from ..base import PendingQuery, PendingRow
+from ..codec import Table
+from ..summary import Contribution
 
 GLOBAL_ALL = b"\x00\x10"
 GLOBAL_KIND = b"\x00\x11"

@@ -14,7 +14,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 DATA_FILE = "data.mdb"
 MAGIC = 0xBEEFC0DE

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import lmdb
 
-from ..errors import StoreError
-from . import codec
-from .codec import Table
-from .expiry import expiry_of, micros
+from ...errors import StoreError
+from .. import codec
+from ..codec import Table
+from ..expiry import expiry_of, micros
 
 log = logging.getLogger("toolnexus_daemon.store")
 

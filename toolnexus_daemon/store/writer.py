@@ -1,0 +1,214 @@
+"""The writer both durable stores hold: commit lanes, each one thread writing one batch per
+transaction in call order, and the hand-over from the event loop that a cancelled caller cannot undo.
+
+What LMDB and PostgreSQL share is everything around a transaction: the batch is turned into
+the backend's operations on the caller's thread when ``commit`` is called (which snapshots it
+— the caller may reuse its dicts at once — surfaces a bad id or record before any transaction,
+and fixes its place in its lane's order); a lane's thread applies its batches one
+transaction each, in call order, and a batch's caller is answered only once that transaction
+has committed (a failed one kept nothing); a cancelled caller still has its batch written, so
+a commit is never left half-decided; a failure the backend cannot describe still answers the
+caller and never kills the thread. Grouping is not done here: the engine's committer already
+hands over one batch per group, of every runtime queued behind the previous commit.
+
+What differs is the backend's own I/O, the four methods of ``Backend``: its form of a batch
+(LMDB: byte-level puts and range drops with the handle indexes; PostgreSQL: SQL statements
+after the lease fences), one transaction of a lane (an LMDB write transaction; one pipeline
+on the lane's own connection), what a failure means to the caller (``StoreFull`` …), and
+whether commits are taken right now (PostgreSQL refuses at once while its database is down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from ..errors import StoreError
+from .base import Batch
+
+Op = TypeVar("Op")
+
+
+class Backend(Protocol[Op]):
+    """A store's own I/O behind the shared writer; ``Op`` is one of its operations."""
+
+    def prepare(self, batch: Batch) -> list[Op]:
+        """``batch`` as operations in apply order (empty: nothing to write), on the caller's
+        thread; raises ``StoreError`` for an id or record the store cannot hold."""
+        ...
+
+    def admit(self) -> None:
+        """Raise when commits are refused right now (before the batch is queued)."""
+        ...
+
+    def transact(self, lane: int, ops: list[Op]) -> None:
+        """Apply ``ops`` in one transaction on ``lane``'s thread; raise (keeping nothing) on failure."""
+        ...
+
+    def failed(self, exc: Exception) -> Exception:
+        """What a failed transaction means to the batch's caller (``StoreFull``, ``StoreError`` …)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """What the writer did so far: ``transactions`` committed (one batch each), ``failed``
+    transactions (nothing of them kept), and how many batches are ``queued`` right now."""
+
+    transactions: int
+    failed: int
+    queued: int
+
+
+class Writer(Generic[Op]):
+    """``lanes`` writer threads over one ``Backend``; ``where`` names the store in errors."""
+
+    def __init__(self, backend: Backend[Op], *, where: str, lanes: int = 1, name: str = "commit") -> None:
+        self._backend, self._where = backend, where
+        count = max(lanes, 1)
+        self._lanes = [_Lane(_Transact(backend, i), backend.failed,
+                             name=name if count == 1 else f"{name}-{i}") for i in range(count)]
+        self._closed = False
+
+    @property
+    def lanes(self) -> int:
+        return len(self._lanes)
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
+        """Apply ``batch`` in one transaction on ``lane`` (others wrap); return once it is committed.
+
+        Prepared and queued on the calling thread before the first await, which fixes its place
+        in the lane's order; once queued it runs to completion even if the awaiting task is
+        cancelled."""
+        if self._closed:
+            raise StoreError(f"store {self._where} is closed")
+        ops = self._backend.prepare(batch)
+        if not ops:
+            return
+        self._backend.admit()
+        done = asyncio.wrap_future(self._lanes[lane % len(self._lanes)].submit(ops))
+        done.add_done_callback(_retrieve_exception)
+        await asyncio.shield(done)
+
+    def stats(self) -> WriterStats:
+        each = [lane.stats() for lane in self._lanes]
+        return WriterStats(transactions=sum(s.transactions for s in each), failed=sum(s.failed for s in each),
+                           queued=sum(s.queued for s in each))
+
+    def close(self) -> None:
+        """Refuse new commits, write every batch already queued, stop the threads. Safe to call twice."""
+        self._closed = True
+        for lane in self._lanes:
+            lane.close()
+
+
+@dataclass(frozen=True)
+class _Transact(Generic[Op]):
+    """One lane's transaction: the backend's ``transact`` with that lane's number."""
+
+    backend: Backend[Op]
+    lane: int
+
+    def __call__(self, ops: list[Op]) -> None:
+        self.backend.transact(self.lane, ops)
+
+
+@dataclass
+class _Queued(Generic[Op]):
+    ops: list[Op]
+    done: concurrent.futures.Future[None]
+
+
+class _Lane(Generic[Op]):
+    """The one thread of a lane: one batch per transaction, in call order."""
+
+    def __init__(self, transact: Callable[[list[Op]], None], failed: Callable[[Exception], Exception], *,
+                 name: str) -> None:
+        self._transact, self._failed = transact, failed
+        self._queue: deque[_Queued[Op]] = deque()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._counts = [0, 0]  # transactions, failed
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, ops: list[Op]) -> concurrent.futures.Future[None]:
+        """Queue ``ops`` behind every batch submitted before; the future resolves once they are committed."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._cond:
+            if self._closing:
+                raise StoreError("the store is closed")
+            self._queue.append(_Queued(ops, done))
+            self._cond.notify()
+        return done
+
+    def stats(self) -> WriterStats:
+        with self._cond:
+            (txns, failed), queued = self._counts, len(self._queue)
+        return WriterStats(transactions=txns, failed=failed, queued=queued)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while (item := self._next()) is not None:
+            self._write(item)
+
+    def _next(self) -> _Queued[Op] | None:
+        """Block for the next batch; None once closing and every queued batch is written."""
+        with self._cond:
+            while not self._queue and not self._closing:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            item = self._queue.popleft()
+        # a cancelled future still gets its batch written: commit() promised to finish it
+        item.done.set_running_or_notify_cancel()
+        return item
+
+    def _write(self, item: _Queued[Op]) -> None:
+        try:
+            self._transact(item.ops)
+        except Exception as exc:  # nothing of the batch was kept
+            self._count(failed=1)
+            _fail(item.done, self._error_for(exc))
+            return
+        self._count(transactions=1)
+        _resolve(item.done)
+
+    def _error_for(self, exc: Exception) -> Exception:
+        """The caller's error; a backend that fails to describe it must not kill the thread."""
+        try:
+            return self._failed(exc)
+        except Exception as mapping:
+            return StoreError(f"store write failed: {exc!r} (and describing it failed: {mapping!r})")
+
+    def _count(self, *, transactions: int = 0, failed: int = 0) -> None:
+        with self._cond:
+            self._counts[0] += transactions
+            self._counts[1] += failed
+
+
+def _resolve(done: concurrent.futures.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def _fail(done: concurrent.futures.Future[None], error: Exception) -> None:
+    if not done.done():
+        done.set_exception(error)
+
+
+def _retrieve_exception(future: asyncio.Future[None]) -> None:
+    """Mark a shielded commit's failure as seen when its caller was cancelled and never awaits it."""
+    if not future.cancelled():
+        future.exception()
