@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from .common import ROOT, DaemonProcess, log, workdir
-from .tnx_aio import Daemon, run_concurrent
+from .driver import Daemon, run_concurrent
 
 TICK = os.sysconf("SC_CLK_TCK")
 

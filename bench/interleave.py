@@ -28,7 +28,7 @@ import lmdb
 
 from . import peers
 from .common import log, summary
-from .tnx_aio import Daemon
+from .driver import Daemon
 
 # one variant's ``n`` cycles: per-phase seconds appended to ``phases``; returns seconds per cycle
 Variant = Callable[[int, dict[str, list[float]]], list[float]]

@@ -25,7 +25,7 @@ from tests.tracing.collector import Collector
 
 from . import interleave
 from .common import daemon, log, unix_target, workdir
-from .tnx_aio import Daemon
+from .driver import Daemon
 
 # spans one S1 cycle exports: two turns, two model calls, two tool calls
 SPANS_PER_CYCLE = 6
