@@ -109,7 +109,7 @@ async def _anatomy(d: Daemon, count: Callable[[], int], n: int = 10) -> dict[str
         await d.cycle()
     txns = count() - before
     calls1 = d.counters.llm_calls + d.counters.tool_calls
-    rpcs = {k: v - rpcs0.get(k, 0) for k, v in d.rpcs.items()}
+    rpcs = {k: v - rpcs0.get(k, 0) for k, v in d.rpcs.items() if v > rpcs0.get(k, 0)}
     return {"write_txns_per_cycle": round(txns / n, 2), "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
             "unary_rpcs_per_cycle": round(sum(rpcs.values()) / n, 2),
             "rpcs": {k: round(v / n, 2) for k, v in sorted(rpcs.items())}}

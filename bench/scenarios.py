@@ -94,12 +94,12 @@ S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client
 
 
 def _fused_variant(loop: asyncio.AbstractEventLoop, d: Daemon) -> interleave.Variant:
-    """The lean driver's fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs) on ``loop``."""
+    """The bench driver's fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs) on ``loop``."""
     return interleave.aio_variant(loop, d, fused=True)
 
 
 def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
-    """Cycle, one client, sequential, synced LMDB, on one daemon: the lean aio driver over TCP and over
+    """Cycle, one client, sequential, synced LMDB, on one daemon: the bench driver over TCP and over
     a unix socket, the shipped blocking client over TCP and the shipped asyncio client over both —
     interleaved cycle by cycle (bench/interleave.py), so a slow-disk window falls on all of them."""
     loop = asyncio.new_event_loop()
@@ -239,7 +239,7 @@ def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
 
 
 def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
-    """S1's ratio taken in the same moments: the lean driver's cycle over TCP (as s1 runs it,
+    """S1's ratio taken in the same moments: the bench driver's cycle over TCP (as s1 runs it,
     ``interleave.aio_variant``), its fused cycle (``_fused_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
     by cycle (bench/interleave.py), so a slow-disk window falls on all three; per-repetition ratios."""
     loop = asyncio.new_event_loop()
@@ -590,7 +590,7 @@ async def _shipped_aio_throughput(target: str, clients: int, per_rep: int, prof:
 
 def scenario2_shipped_aio(base: Path, prof: Profile) -> dict[str, Any]:
     """Scenario 2 through the shipped asyncio client: 16 tasks in one client process, synced, TCP, a
-    daemon of its own (shown beside the lean driver's figure, which the S2 goal is judged on)."""
+    daemon of its own (shown beside the bench driver's figure, which the S2 goal is judged on)."""
     with daemon(base, name="s2-aio-client", unix=False) as proc:
         res = asyncio.run(_shipped_aio_throughput(tcp_target(proc), 16, prof.concurrent_cycles, prof))
     res["clients"] = "16 asyncio tasks on one toolnexus_client.aio.Runtime (one channel, one worker stream)"
