@@ -1,5 +1,8 @@
 """Issue 17's figures: what forwarding costs per call, and how long a takeover takes after kill -9.
 
+Both sides drive the runtime through the shipped asyncio client (``bench/driver.py``): through B
+it is reattached by id (the same registry, so no new version) and serves nothing.
+
 Two daemons form a cluster on one durable embedded PostgreSQL server (``pg_server``), each
 with ``--advertise`` its own TCP address and a short lease. A runtime is created through
 daemon A, which owns it and serves its worker. The same cycle (Spawn, Wake, Wait → pending,
@@ -20,16 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc import aio
-
-from toolnexus_client._gen import runtime_pb2 as pb
-from toolnexus_client._gen import runtime_pb2_grpc as pb_grpc
+from toolnexus_client import Daemon as DaemonClient
+from toolnexus_client import Unavailable
 
 from .common import daemon, log, summary, tcp_target
+from .driver import Daemon
 from .pg_server import durable_server
 from .scenarios import Profile
-from .tnx_aio import CHANNEL_OPTIONS, Daemon
 
 LEASE_MS = 2000
 TAKEOVER_ROUNDS = 5
@@ -43,8 +43,7 @@ def _member(base: Path, dsn: str, node: str) -> Any:
 
 async def _forwarding(target_a: str, target_b: str, prof: Profile) -> dict[str, Any]:
     owner = await Daemon.connect(target_a)
-    channel = aio.insecure_channel(target_b, options=CHANNEL_OPTIONS)
-    via_b = Daemon(channel, pb_grpc.AgentRuntimeStub(channel), owner.runtime_id, None)
+    via_b = await Daemon.connect(target_b, runtime_id=owner.runtime_id, worker=False)
     try:
         sides = {"direct": owner, "forwarded": via_b}
         for d in sides.values():
@@ -66,20 +65,19 @@ async def _forwarding(target_a: str, target_b: str, prof: Profile) -> dict[str, 
         return out
     finally:
         await owner.close()
-        await channel.close()
+        await via_b.close()
 
 
 def _snapshot_until_served(target: str, rid: str, deadline_s: float = 60.0) -> float:
     """Seconds until a Snapshot of ``rid`` through ``target`` succeeds."""
     t0 = time.perf_counter()
-    with grpc.insecure_channel(target) as channel:
-        stub = pb_grpc.AgentRuntimeStub(channel)
+    with DaemonClient(target) as client:
         while True:
             try:
-                stub.Snapshot(pb.SnapshotRequest(runtime_id=rid, handle="root"), timeout=5)
+                client.snapshot(rid, "root", timeout=5)
                 return time.perf_counter() - t0
-            except grpc.RpcError as err:
-                if err.code() is not grpc.StatusCode.UNAVAILABLE or time.perf_counter() - t0 > deadline_s:
+            except Unavailable:
+                if time.perf_counter() - t0 > deadline_s:
                     raise
                 time.sleep(0.01)
 

@@ -8,7 +8,8 @@
 One daemon per ``--daemon`` (a python whose environment has that checkout installed, and the
 checkout to run it from; default: this interpreter and this checkout) stays up for the whole
 run. After a warm-up, each repetition runs ``--cycles`` cycles (spawn, wake, wait → pending,
-resume → done; the model and the tool served by the Connect worker of ``bench/tnx_aio.py``) on
+resume → done; the model and the tool served by the Connect worker of the shipped asyncio
+client, ``bench/driver.py``) on
 ``--lanes`` concurrent lanes against each daemon in turn, and reads the daemon's utime + stime
 from ``/proc/<pid>/stat`` (and per thread from ``/proc/<pid>/task``) before and after: the
 process's CPU, whatever thread spent it, divided by the cycles. The figure is the median of
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from .common import ROOT, DaemonProcess, log, workdir
-from .tnx_aio import Daemon, run_concurrent
+from .driver import Daemon, run_concurrent
 
 TICK = os.sysconf("SC_CLK_TCK")
 

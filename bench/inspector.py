@@ -12,6 +12,10 @@ there). Each page is fetched ``--calls`` times over HTTP/1.1 with a fresh connec
 is from sending the request to the first byte of the body (``ttfb``) and to the last (``total``);
 the first fetch of each page (cold) is reported apart, and a page is within budget when the cold
 fetch and the 95th percentile of the rest are under 200 ms.
+
+A bench of the daemon alone: the store is written in process and the pages are fetched over HTTP.
+The one gRPC call, ``Info``, reads where the daemon put its ``--ui-listen`` port (``config``, which
+the Python client's ``Info`` does not carry), so it goes through the daemon's own stubs.
 """
 
 from __future__ import annotations

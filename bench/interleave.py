@@ -28,7 +28,7 @@ import lmdb
 
 from . import peers
 from .common import log, summary
-from .tnx_aio import Daemon
+from .driver import Daemon
 
 # one variant's ``n`` cycles: per-phase seconds appended to ``phases``; returns seconds per cycle
 Variant = Callable[[int, dict[str, list[float]]], list[float]]
@@ -119,7 +119,8 @@ def paired_ratio(res: dict[str, Any], num: str, den: str) -> dict[str, Any]:
 
 
 def aio_variant(loop: asyncio.AbstractEventLoop, d: Daemon, *, fused: bool = False) -> Variant:
-    """A variant running the lean aio driver's cycles on ``loop`` (run from this thread); ``fused``:
+    """A variant running the bench driver's cycles (bench/driver.py, the shipped asyncio
+    client with async callables) on ``loop`` (run from this thread); ``fused``:
     its 2-RPC cycle (Spawn with prompt and wait, Resume) instead of the classic 4-RPC one."""
     cycle = d.fused_cycle if fused else d.cycle
 

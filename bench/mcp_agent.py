@@ -3,7 +3,8 @@
 One daemon (synced LMDB) serves gRPC on 127.0.0.1 and MCP at ``/mcp`` (``--mcp-listen``,
 ``--mcp-expose bench``); the agent has no tools and the scripted model answers ``ok`` at once, so
 what is measured is the edge: a ``tools/call`` on one open MCP session (the SDK's client over
-streamable HTTP) against ``Spawn`` + ``Wake`` + ``Wait`` on one ``grpc.aio`` channel, interleaved
+streamable HTTP) against ``spawn`` + ``wake`` + ``wait`` of the shipped asyncio client
+(``toolnexus_client.aio.Runtime``, one channel), interleaved
 call by call so both see the same machine. Each repetition is the median latency of ``--calls``
 runs of each; the figure is the median over ``--reps`` repetitions and the ratio MCP / gRPC.
 
@@ -18,43 +19,42 @@ import json
 import statistics
 import time
 
-import grpc
-from grpc import aio
-
 from bench.common import ROOT, workdir
 from tests.mcp_server.conftest import mcp_address, mcp_session
 from tests.support.daemon import DaemonProcess
-from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
+from toolnexus_client import agent, registry
+from toolnexus_client.aio import Runtime
 from toolnexus_devtools import ScriptedModelServer
 
 GOAL = 1.3
 
 
-async def _grpc_run(stub: pb_grpc.AgentRuntimeStub) -> float:
+async def _grpc_run(rt: Runtime) -> float:
     start = time.perf_counter()
-    handle = (await stub.Spawn(pb.SpawnRequest(runtime_id="bench", agent="writer"))).handle
-    await stub.Wake(pb.WakeRequest(runtime_id="bench", handle=handle, prompt="say ok"))
-    result = await stub.Wait(pb.WaitRequest(runtime_id="bench", handle=handle))
+    handle = await rt.spawn(rt.root, "writer")
+    await rt.wake(handle, "say ok")
+    result = await rt.wait(handle)
     assert result.status == "done", result
     return time.perf_counter() - start
 
 
-async def _fused_run(stub: pb_grpc.AgentRuntimeStub) -> float:
-    """The same run as one call: ``Spawn`` with ``prompt`` and ``wait_ms`` (one commit, as MCP's)."""
+async def _fused_run(rt: Runtime) -> float:
+    """The same run as one call: ``spawn`` with ``prompt`` and ``wait`` (one commit, as MCP's)."""
     start = time.perf_counter()
-    reply = await stub.Spawn(pb.SpawnRequest(runtime_id="bench", agent="writer", prompt="say ok",
-                                             wait_ms=60_000))
-    assert reply.result.status == "done", reply
+    woken = await rt.spawn(rt.root, "writer", prompt="say ok", wait=60.0)
+    assert woken.result is not None and woken.result.status == "done", woken
     return time.perf_counter() - start
 
 
-async def _measure(target: str, url: str, calls: int, reps: int) -> dict[str, object]:
+async def _measure(target: str, model_url: str, url: str, calls: int, reps: int) -> dict[str, object]:
     grpc_ms: list[float] = []
     fused_ms: list[float] = []
     mcp_ms: list[float] = []
-    async with aio.insecure_channel(target) as channel, mcp_session(url, token=None) as session:
-        stub = pb_grpc.AgentRuntimeStub(channel)
+    # the runtime the MCP listener exposes (--mcp-expose bench): made here, its model the scripted one
+    llm = {"style": "openai", "base_url": model_url, "model": "scripted"}
+    made = await Runtime.new(target, registry=registry(agent("writer", does="writes")), llm=llm,
+                             runtime_id="bench")
+    async with made as stub, mcp_session(url, token=None) as session:
         for _ in range(20):  # warm-up
             await _grpc_run(stub)
             await session.call_tool("writer", {"prompt": "say ok"})
@@ -90,12 +90,8 @@ def main() -> None:
         proc = DaemonProcess(base / "data", "--mcp-listen", "127.0.0.1:0", "--mcp-expose", "bench",
                              cwd=ROOT).start()
         try:
-            with grpc.insecure_channel(proc.target) as channel:
-                llm = pb.LlmConfig(style="openai", base_url=model.url, model="scripted")
-                agents = [pb.AgentDef(name="writer", does="writes")]
-                new = pb.NewRequest(runtime_id="bench", agents=agents, llm=llm)
-                pb_grpc.AgentRuntimeStub(channel).New(new, timeout=10)
-            out = asyncio.run(_measure(proc.target, f"http://{mcp_address(proc)}/mcp", args.calls, args.reps))
+            out = asyncio.run(_measure(proc.target, model.url, f"http://{mcp_address(proc)}/mcp", args.calls,
+                                       args.reps))
         finally:
             proc.stop()
     print(json.dumps(out, indent=2))

@@ -9,6 +9,8 @@ the ``PendingItem`` messages), in process, on a real store: LMDB in a temp dir,
 or PostgreSQL started from the tests' embedded wheel with durable settings
 (``bench/pg_server.py``). gRPC's own cost per call does not depend on the
 number of handles parked, so it is left out to keep the ratio about the index.
+A bench of the daemon alone, in its own process: it calls the servicer's function and reads the
+daemon's own messages (``toolnexus_daemon.api._gen``), as no client can.
 
 The handles are written straight into the store as the engine writes parked
 handles (suspended leaves with a pending request), spread over 100 runtimes,

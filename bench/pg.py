@@ -30,9 +30,9 @@ from toolnexus_daemon.store.postgres.write import SQL, _write
 
 from . import interleave, peers
 from .common import daemon, log, summary, tcp_target
+from .driver import Daemon, run_concurrent
 from .pg_server import durable_server, next_xid
 from .scenarios import Profile, _txn_id
-from .tnx_aio import Daemon, run_concurrent
 
 STORES = ("lmdb", "pg")
 CLIENTS = (1, 8, 16, 64)
@@ -98,50 +98,21 @@ async def _rates(ds: dict[str, Daemon], clients: int, prof: Profile, per_cycle: 
     return out
 
 
-class CountingStub:
-    """A stub whose unary calls are counted by method name (the RPCs a cycle makes, whatever the
-    driver's cycle is made of); everything else is the real stub's."""
-
-    def __init__(self, stub: Any) -> None:
-        self._stub = stub
-        self.calls: dict[str, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(self._stub, name)
-        if not callable(real):
-            return real
-        calls = self.calls
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            calls[name] = calls.get(name, 0) + 1
-            return real(*args, **kwargs)
-
-        return counted
-
-    def total(self) -> int:
-        return sum(self.calls.values())
-
-
 async def _anatomy(d: Daemon, count: Callable[[], int], n: int = 10) -> dict[str, Any]:
     """Write transactions (``count``: LMDB's last txn id or the server's next xid), worker round trips
     and unary RPCs per cycle, averaged over ``n`` cycles after one."""
     await d.cycle()
-    real = d.stub
-    counting = CountingStub(real)
-    d.stub = counting
-    try:
-        assert d.worker is not None
-        calls0 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
-        before = count()
-        for _ in range(n):
-            await d.cycle()
-        txns = count() - before
-        calls1 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
-    finally:
-        d.stub = real
+    rpcs0 = dict(d.rpcs)
+    calls0 = d.counters.llm_calls + d.counters.tool_calls
+    before = count()
+    for _ in range(n):
+        await d.cycle()
+    txns = count() - before
+    calls1 = d.counters.llm_calls + d.counters.tool_calls
+    rpcs = {k: v - rpcs0.get(k, 0) for k, v in d.rpcs.items() if v > rpcs0.get(k, 0)}
     return {"write_txns_per_cycle": round(txns / n, 2), "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
-            "unary_rpcs_per_cycle": round(counting.total() / n, 2),
-            "rpcs": {k: round(v / n, 2) for k, v in sorted(counting.calls.items())}}
+            "unary_rpcs_per_cycle": round(sum(rpcs.values()) / n, 2),
+            "rpcs": {k: round(v / n, 2) for k, v in sorted(rpcs.items())}}
 
 
 def _median(values: list[float]) -> float:

@@ -43,8 +43,8 @@ from tests.support.daemon import DaemonProcess
 from tests.support.stall_proxy import StallProxy
 
 from .common import log, workdir
+from .driver import Daemon
 from .pg_server import durable_server
-from .tnx_aio import Daemon
 
 PROBE_EVERY_S = 0.05
 

@@ -22,10 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from toolnexus_client._gen import runtime_pb2 as pb
-
 from .common import ROOT, ServerProcess, daemon, log, tcp_target, workdir
-from .tnx_aio import Daemon, registry, run_concurrent
+from .driver import Daemon, run_concurrent
 
 PY_SPY = str(Path(sys.executable).parent / "py-spy")
 RUNTIME_ID = "bench-profile"
@@ -39,8 +37,8 @@ async def _park(target: str, count: int) -> None:
 
 async def _workload(name: str, target: str, seconds: float, model_url: str = "") -> int:
     if name == "slow":
-        llm = pb.LlmConfig(style="openai", base_url=model_url + "/v1", model="slow")
-        d = await Daemon.connect(target, llm=llm, agents=registry(with_tool=False), worker=False)
+        llm = {"style": "openai", "base_url": model_url + "/v1", "model": "slow"}
+        d = await Daemon.connect(target, llm=llm, with_tool=False, worker=False)
         handles: list[str] = []
 
         async def spawn(i: int) -> None:

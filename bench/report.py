@@ -129,7 +129,7 @@ def _threads_note(fig: dict[str, Any] | None) -> str:
 
 
 def _cycle_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 20's S1 and S2 against LangGraph+SQLite in both durability modes (the goal reads the lean
+    """Issue 20's S1 and S2 against LangGraph+SQLite in both durability modes (the goal reads the bench
     aio driver over TCP; the shipped asyncio client is shown beside it)."""
     s1 = _get(s, "s1", "tcp", "latency_ms", "median")
     s1u = _get(s, "s1", "unix", "latency_ms", "median")
@@ -137,7 +137,7 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
     for mode in ("async", "sync"):
         lg = _get(s, "s3", SQLITE_KEYS[mode], "latency_ms", "median")
         r = ratio(s1, lg)
-        detail = f"daemon tcp {s1} ms / unix {s1u} ms (lean aio driver, s1) vs LangGraph+SqliteSaver {lg} ms (s3)"
+        detail = f"daemon tcp {s1} ms / unix {s1u} ms (bench driver, s1) vs LangGraph+SqliteSaver {lg} ms (s3)"
         beside = _get(s, "s3", "beside_daemon")
         paired = _get(beside or {}, f"daemon_over_langgraph_{mode}")
         if paired:  # the same driver and LangGraph interleaved cycle by cycle: the ratio shares its moments
@@ -160,7 +160,7 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
         r = ratio(s2, peer)
         add(f"S2 16 clients ≥ 3× LangGraph+SQLite cycles/s ({MODE_LABEL[mode]})", r, "≥ 3.0",
             None if r is None else r >= 3.0,
-            f"daemon 16 asyncio tasks {s2} cycles/s (lean aio driver) vs LangGraph+SqliteSaver {peer}/s "
+            f"daemon 16 asyncio tasks {s2} cycles/s (bench driver) vs LangGraph+SqliteSaver {peer}/s "
             f"(the better of 1 and 16 threads: {how}{_threads_note(fig)})")
         r = ratio(s2_shipped, peer)
         add(f"S2 shipped asyncio client, 16 tasks, vs LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≥ 3.0",
@@ -178,7 +178,7 @@ def _fused_s1_goal(s: dict[str, Any], mode: str, lg: float | None, add: Any) -> 
     can run; the paired ratio from s3 when it was measured, else the ratio of medians."""
     fused = _get(s, "s1", "fused_tcp", "latency_ms", "median")
     r = ratio(fused, lg)
-    detail = f"fused cycle over tcp {fused} ms (lean aio driver, s1) vs LangGraph+SqliteSaver {lg} ms (s3)"
+    detail = f"fused cycle over tcp {fused} ms (bench driver, s1) vs LangGraph+SqliteSaver {lg} ms (s3)"
     paired = _get(s, "s3", "beside_daemon", f"fused_over_langgraph_{mode}")
     if paired:
         detail += (f" (ratio of medians {r}); interleaved cycle by cycle in s3: per-repetition ratios "
@@ -256,8 +256,8 @@ def _pg_cycle_goals(s: dict[str, Any], add: Any) -> None:
 
 
 TRANSPORT_PAIRS = (
-    ("tcp_over_unix", "lean aio driver over TCP ≤ 1.2× over a unix socket"),
-    ("tcp_over_python_client_tcp", "lean aio driver over TCP ≤ 1.2× the blocking client over TCP"),
+    ("tcp_over_unix", "bench driver over TCP ≤ 1.2× over a unix socket"),
+    ("tcp_over_python_client_tcp", "bench driver over TCP ≤ 1.2× the blocking client over TCP"),
     ("aio_client_tcp_over_unix", "shipped asyncio client over TCP ≤ 1.2× over a unix socket"),
 )
 
@@ -440,7 +440,7 @@ def _extras(s: dict[str, Any]) -> list[str]:
                    f"{_ratio(il['commit_probe_ms'])} ms.")
     bd = _get(s, "s3", "beside_daemon")
     if bd:
-        out.append(f"- Peers beside the daemon (s3, the lean driver over TCP and LangGraph+SqliteSaver interleaved "
+        out.append(f"- Peers beside the daemon (s3, the bench driver over TCP and LangGraph+SqliteSaver interleaved "
                    f"cycle by cycle, {bd['reps']} repetitions of {bd['cycles_per_rep']} rounds): daemon "
                    f"{bd['daemon_tcp']['median']} ms, LangGraph async {bd['langgraph_async']['median']} ms, sync "
                    f"{bd['langgraph_sync']['median']} ms; daemon / LangGraph per repetition: async "

@@ -7,7 +7,7 @@
 
 Scenarios run in this order so a partial run still answers the main question:
 s1 (cycle, sequential), s4 (floors), s3 (peers: LangGraph+SQLite in both durability modes, single
-and 16 threads), s2 (16 clients: the lean driver, then the shipped asyncio client), s5 (scale),
+and 16 threads), s2 (16 clients: the bench driver, then the shipped asyncio client), s5 (scale),
 s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
 beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
 asyncpg), pgs (issue 16: restart and cycle with the s5 levels parked in
@@ -99,9 +99,9 @@ def run_one(name: str, base: Path, prof: scenarios.Profile, done: dict[str, Any]
         return scenarios.scenario1(base, prof)
     if name == "s2":
         res = scenarios.scenario2(base, prof)
-        try:  # the shipped asyncio client beside the lean driver (issue 20); the goal reads the lean one
+        try:  # the shipped asyncio client beside the bench driver (issue 20); the goal reads the bench one
             res["aio_client"] = scenarios.scenario2_shipped_aio(base, prof)
-        except Exception as exc:  # the lean driver's figure stands alone; the error is recorded
+        except Exception as exc:  # the bench driver's figure stands alone; the error is recorded
             log(f"s2 shipped asyncio client failed: {exc!r}")
             res["aio_client"] = {"error": repr(exc)[:2000]}
         return res

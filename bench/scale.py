@@ -29,12 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolnexus_client._gen import runtime_pb2 as pb
+from toolnexus_client import Info
 
 from . import interleave, peers
 from .common import daemon, log, mib, rss, rss_split, summary, tcp_target
+from .driver import Daemon, run_concurrent
 from .scenarios import Profile
-from .tnx_aio import Daemon, run_concurrent
 
 RUNTIME_ID = "bench-scale"
 PARK_LANES = 64
@@ -112,8 +112,8 @@ def daemon_scale(base: Path, prof: Profile,
     return levels
 
 
-async def _info(d: Daemon) -> pb.InfoResponse:
-    return await d.stub.Info(pb.InfoRequest(runtime_id=RUNTIME_ID), timeout=30)
+async def _info(d: Daemon) -> Info:
+    return await d.info()
 
 
 def _paired_phase(res: dict[str, Any], num: str, den: str, phase: str) -> dict[str, Any]:

@@ -21,8 +21,6 @@ from typing import Any
 import lmdb
 from grpc import aio
 
-from toolnexus_client._gen import runtime_pb2 as pb
-
 from . import interleave, peers
 from .common import (
     Sampler,
@@ -35,7 +33,7 @@ from .common import (
     tcp_target,
     unix_target,
 )
-from .tnx_aio import Daemon, registry, run_concurrent
+from .driver import Daemon, run_concurrent
 
 
 @dataclass(frozen=True)
@@ -96,12 +94,12 @@ S1_VARIANTS = ("tcp", "unix", "python_client_tcp", "aio_client_tcp", "aio_client
 
 
 def _fused_variant(loop: asyncio.AbstractEventLoop, d: Daemon) -> interleave.Variant:
-    """The lean driver's fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs) on ``loop``."""
+    """The bench driver's fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs) on ``loop``."""
     return interleave.aio_variant(loop, d, fused=True)
 
 
 def scenario1(base: Path, prof: Profile) -> dict[str, Any]:
-    """Cycle, one client, sequential, synced LMDB, on one daemon: the lean aio driver over TCP and over
+    """Cycle, one client, sequential, synced LMDB, on one daemon: the bench driver over TCP and over
     a unix socket, the shipped blocking client over TCP and the shipped asyncio client over both —
     interleaved cycle by cycle (bench/interleave.py), so a slow-disk window falls on all of them."""
     loop = asyncio.new_event_loop()
@@ -241,7 +239,7 @@ def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
 
 
 def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
-    """S1's ratio taken in the same moments: the lean driver's cycle over TCP (as s1 runs it,
+    """S1's ratio taken in the same moments: the bench driver's cycle over TCP (as s1 runs it,
     ``interleave.aio_variant``), its fused cycle (``_fused_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
     by cycle (bench/interleave.py), so a slow-disk window falls on all three; per-repetition ratios."""
     loop = asyncio.new_event_loop()
@@ -348,12 +346,11 @@ def _txn_id(data_dir: Path) -> int:
 async def _cycle_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, Any]:
     """Write transactions, worker round trips and transition events per cycle (averaged over ``n``)."""
     await d.cycle()
-    assert d.worker is not None
-    calls0 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    calls0 = d.counters.llm_calls + d.counters.tool_calls
     tx0 = _txn_id(data_dir)
     handles = [await d.cycle() for _ in range(n)]
     tx1 = _txn_id(data_dir)
-    calls1 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    calls1 = d.counters.llm_calls + d.counters.tool_calls
     # which verb pays for which commit: one more cycle, txn id read between its RPCs
     marks = [_txn_id(data_dir)]
     h = await d.spawn()
@@ -362,6 +359,7 @@ async def _cycle_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, An
     marks.append(_txn_id(data_dir))
     r = await d.wait(h)
     marks.append(_txn_id(data_dir))
+    assert r.pending is not None, r
     await d.resume(r.pending.id)
     marks.append(_txn_id(data_dir))
     per_phase = {name: marks[i + 1] - marks[i] for i, name in enumerate(("spawn", "wake", "wait_pending",
@@ -376,17 +374,17 @@ async def _cycle_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, An
 async def _fused_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, Any]:
     """``_cycle_anatomy`` for the fused cycle: 2 unary RPCs (Spawn with prompt and wait, Resume)."""
     await d.fused_cycle()
-    assert d.worker is not None
-    calls0 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    calls0 = d.counters.llm_calls + d.counters.tool_calls
     tx0 = _txn_id(data_dir)
     for _ in range(n):
         await d.fused_cycle()
     tx1 = _txn_id(data_dir)
-    calls1 = d.worker.counters.llm_calls + d.worker.counters.tool_calls
+    calls1 = d.counters.llm_calls + d.counters.tool_calls
     marks = [_txn_id(data_dir)]
-    out = await d.spawn_awake()
+    _, result = await d.spawn_awake()
     marks.append(_txn_id(data_dir))
-    await d.resume(out.result.pending.id)
+    assert result.pending is not None, result
+    await d.resume(result.pending.id)
     marks.append(_txn_id(data_dir))
     return {"write_txns_per_cycle": round((tx1 - tx0) / n, 2),
             "write_txns_by_phase": {"spawn_wake_wait": marks[1] - marks[0],
@@ -397,13 +395,13 @@ async def _fused_anatomy(d: Daemon, data_dir: Path, n: int = 10) -> dict[str, An
 
 async def count_transitions(d: Daemon, handle: str) -> int:
     """The number of ``transition`` events of ``handle`` (read with Watch from seq 0)."""
-    call = d.stub.Watch(pb.WatchRequest(runtime_id=d.runtime_id, after_seq=0, types=["transition"],
-                                        handle=handle))
+    stream = d.watch(["transition"], handle)
     count = 0
     try:
         while True:
-            ev = await asyncio.wait_for(call.read(), 5)
-            if ev is aio.EOF:
+            try:
+                ev = await asyncio.wait_for(anext(stream), 5)
+            except StopAsyncIteration:
                 break
             if ev.type == "transition":
                 count += 1
@@ -412,7 +410,7 @@ async def count_transitions(d: Daemon, handle: str) -> int:
     except TimeoutError:
         pass
     finally:
-        call.cancel()
+        stream.cancel()
     return count
 
 
@@ -483,11 +481,11 @@ def scenario6(base: Path, prof: Profile, max_concurrent_turns: int = 8, sync: bo
     with ServerProcess("bench.slow_model", "--delay-ms", "50") as model, \
             daemon(base, *args, name=f"s6-{'sync' if sync else 'nosync'}") as proc:
         sampler = Sampler(proc.proc.pid)
-        llm = pb.LlmConfig(style="openai", base_url=model.addresses[0] + "/v1", model="slow")
+        llm = {"style": "openai", "base_url": model.addresses[0] + "/v1", "model": "slow"}
 
         async def run() -> dict[str, Any]:
-            d = await Daemon.connect(tcp_target(proc), llm=llm, agents=registry(with_tool=False), worker=False,
-                                     options=pb.RuntimeOptions(max_concurrent_turns=max_concurrent_turns))
+            d = await Daemon.connect(tcp_target(proc), llm=llm, with_tool=False, worker=False,
+                                     options={"max_concurrent_turns": max_concurrent_turns})
             try:
                 handles: list[str] = []
                 await run_concurrent(32, prof.slow_handles, lambda i: _append(handles, d.spawn()))
@@ -592,7 +590,7 @@ async def _shipped_aio_throughput(target: str, clients: int, per_rep: int, prof:
 
 def scenario2_shipped_aio(base: Path, prof: Profile) -> dict[str, Any]:
     """Scenario 2 through the shipped asyncio client: 16 tasks in one client process, synced, TCP, a
-    daemon of its own (shown beside the lean driver's figure, which the S2 goal is judged on)."""
+    daemon of its own (shown beside the bench driver's figure, which the S2 goal is judged on)."""
     with daemon(base, name="s2-aio-client", unix=False) as proc:
         res = asyncio.run(_shipped_aio_throughput(tcp_target(proc), 16, prof.concurrent_cycles, prof))
     res["clients"] = "16 asyncio tasks on one toolnexus_client.aio.Runtime (one channel, one worker stream)"

@@ -8,8 +8,10 @@ from other sessions falls on all three and a connection that falls into a slow
 state shows up as a slow round instead of hiding inside a median. Prints, per
 transport, the median of the round medians, the worst round, and how many
 cycles took longer than ``--slow-ms`` (a stall of a delayed ACK or a timer is
-tens of ms; a cycle is ~13). ``--option`` adds a channel option to the aio
-driver (repeatable) so each setting can be ablated on its own.
+tens of ms; a cycle is ~13). The aio rounds run the benchmark's driver, the
+shipped asyncio client (``bench/driver.py``), on the client's own channel
+options: the ablation of single channel options (``--option``) that the
+generated stubs allowed is gone with them.
 """
 
 from __future__ import annotations
@@ -26,16 +28,11 @@ from typing import Any
 
 from . import interleave
 from .common import daemon, log, tcp_target, unix_target, workdir
-from .tnx_aio import CHANNEL_OPTIONS, Daemon
+from .driver import Daemon
 
 
-def _option(text: str) -> tuple[str, Any]:
-    key, _, value = text.partition("=")
-    return key, int(value) if value.lstrip("-").isdigit() else value
-
-
-async def _aio_round(target: str, cycles: int, options: tuple[tuple[str, Any], ...]) -> list[float]:
-    d = await Daemon.connect(target, channel_options=options)
+async def _aio_round(target: str, cycles: int) -> list[float]:
+    d = await Daemon.connect(target)
     try:
         for _ in range(3):  # the first cycles of a connection pay for its setup
             await d.cycle()
@@ -64,7 +61,7 @@ def _runnable() -> int:
     return 0
 
 
-def measure(rounds: int, cycles: int, options: tuple[tuple[str, Any], ...], slow_ms: float,
+def measure(rounds: int, cycles: int, slow_ms: float,
             blocking: bool = True, daemon_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """Interleaved rounds on one daemon; per transport: round medians, worst round, slow cycles; per
     round the synced-commit probe and the runnable count, to tell a transport's stall from the weather."""
@@ -82,12 +79,12 @@ def measure(rounds: int, cycles: int, options: tuple[tuple[str, Any], ...], slow
                     per[name].append(_blocking_round(tcp_target(proc), cycles))
                 else:
                     target = tcp_target(proc) if name == "aio_tcp" else unix_target(proc)
-                    per[name].append(asyncio.run(_aio_round(target, cycles, options)))
+                    per[name].append(asyncio.run(_aio_round(target, cycles)))
             weather.append({"commit_ms": round(probe.sample(), 3), "runnable": _runnable()})
             log(f"round {r}: " + ", ".join(f"{k} {statistics.median(v[-1]):.2f}" for k, v in per.items())
                 + f", commit {weather[-1]['commit_ms']} ms, runnable {weather[-1]['runnable']}")
         probe.close()
-    out: dict[str, Any] = {"options": [list(o) for o in options], "daemon_args": list(daemon_args),
+    out: dict[str, Any] = {"driver": "toolnexus_client.aio", "daemon_args": list(daemon_args),
                            "rounds": rounds, "cycles": cycles, "weather": weather,
                            "round_medians_ms": {k: [round(statistics.median(r), 2) for r in v]
                                                 for k, v in per.items()}}
@@ -105,12 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--cycles", type=int, default=20)
     p.add_argument("--slow-ms", type=float, default=30.0)
-    p.add_argument("--option", action="append", default=[], help="extra aio channel option KEY=VALUE")
     p.add_argument("--no-blocking", action="store_true")
     p.add_argument("--no-sync", action="store_true", help="the daemon without fsync (takes the disk out)")
     ns = p.parse_args(argv)
-    options = CHANNEL_OPTIONS + tuple(_option(o) for o in ns.option)
-    res = measure(ns.rounds, ns.cycles, options, ns.slow_ms, blocking=not ns.no_blocking,
+    res = measure(ns.rounds, ns.cycles, ns.slow_ms, blocking=not ns.no_blocking,
                   daemon_args=("--no-sync",) if ns.no_sync else ())
     print(json.dumps(res, indent=1))
     return 0

@@ -2,10 +2,11 @@
 
 Two synced daemons side by side: one without an OTLP endpoint (tracing off: the engine's no-op
 tracer), one exporting every span over OTLP/HTTP to a real receiver on 127.0.0.1 (the tests'
-``Collector``: it decodes every ExportTraceServiceRequest, so export is not free). The lean
-``grpc.aio`` driver runs the S1 cycle (spawn, wake, wait → pending, resume → done; the model and
-the tool served over the worker stream) against both over unix sockets, interleaved cycle by
-cycle (``interleave``), and the on/off ratio is taken per repetition.
+``Collector``: it decodes every ExportTraceServiceRequest, so export is not free). The bench
+driver (``bench/driver.py``, the shipped asyncio client) runs the S1 cycle (spawn, wake, wait →
+pending, resume → done; the model and the tool served over the worker stream) against both over
+unix sockets, interleaved cycle by cycle (``interleave``), and the on/off ratio is taken per
+repetition.
 
     .venv/bin/python -m bench.tracing [--reps 7] [--cycles 20] [--warmup 20]
 """
@@ -25,7 +26,7 @@ from tests.tracing.collector import Collector
 
 from . import interleave
 from .common import daemon, log, unix_target, workdir
-from .tnx_aio import Daemon
+from .driver import Daemon
 
 # spans one S1 cycle exports: two turns, two model calls, two tool calls
 SPANS_PER_CYCLE = 6

@@ -8,7 +8,8 @@ One daemon (a subprocess of ``--checkout``'s code on a synced LMDB directory in
 a temp dir, 127.0.0.1 only) and one runtime with ``--results`` settled turns,
 each a ``result`` event carrying a model answer of ``--result-bytes`` (the
 scripted model server of the tests answers on 127.0.0.1). Then ``--streams``
-Watch streams from 0 are opened from this process, spread over
+Watch streams from 0 are opened from this process through the shipped asyncio
+client (``toolnexus_client.aio.Daemon.watch``, one ``Daemon`` per connection), spread over
 ``--channels`` connections, and never read past their first message (read so
 that every stream's daemon side has surely started): each writes until gRPC's
 flow control stops it, and holds whatever it holds for a stream that does not
@@ -36,18 +37,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc import aio
-
 from tests.support.daemon import DaemonProcess  # noqa: E402  (bench.common put ROOT on sys.path)
-from tests.support.grpc_client import openai_llm
-from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
+from toolnexus_client import Runtime, ToolnexusError, agent, aio, registry
 from toolnexus_devtools import ScriptedModelServer, chat_response
 
 from .common import ROOT, log, mib, rss_split
-
-MAX_MESSAGE = 16 << 20
 
 
 def _anon(pid: int) -> int:
@@ -69,41 +63,34 @@ def _fill(target: str, model: ScriptedModelServer, results: int, size: int) -> s
     """A runtime with ``results`` settled turns, each answering ``size`` bytes of text."""
     answer = "x" * size
     model.script = lambda body: chat_response(content=answer)
-    options = [("grpc.max_receive_message_length", MAX_MESSAGE)]
-    with grpc.insecure_channel(target, options=options) as channel:
-        stub = pb_grpc.AgentRuntimeStub(channel)
-        new = pb.NewRequest(agents=[pb.AgentDef(name="writer", does="writes")], llm=openai_llm(model.url))
-        rid = stub.New(new, timeout=10).runtime_id
+    llm = {"style": "openai", "base_url": model.url, "model": "scripted", "timeout_ms": 5000}
+    with Runtime.new(target, registry=registry(agent("writer", does="writes")), llm=llm) as rt:
         for _ in range(results):
-            handle = stub.Spawn(pb.SpawnRequest(runtime_id=rid, agent="writer"), timeout=10).handle
-            stub.Wake(pb.WakeRequest(runtime_id=rid, handle=handle, prompt="go"), timeout=10)
-            status = stub.Wait(pb.WaitRequest(runtime_id=rid, handle=handle, timeout_ms=30_000), timeout=40)
-            assert status.status == "done", status
-    return rid
+            woken = rt.spawn(rt.root, "writer", prompt="go", wait=30.0)
+            assert woken.result is not None and woken.result.status == "done", woken
+        return rt.id
 
 
 async def _open_streams(target: str, rid: str, args: argparse.Namespace, pid: int,
-                        base: int) -> tuple[list[Any], list[aio.Channel], dict[str, int], int]:
-    """Open the streams (never read past their first message); returns them, their channels, how
+                        base: int) -> tuple[list[Any], list[aio.Daemon], dict[str, int], int]:
+    """Open the streams (never read past their first message); returns them, their connections, how
     many ended before a first message (by status) and how many were opened before the cap."""
-    options = [("grpc.max_receive_message_length", MAX_MESSAGE)]
-    channels = [aio.insecure_channel(target, options=options) for _ in range(args.channels)]
+    channels = [aio.Daemon(target) for _ in range(args.channels)]
     calls: list[Any] = []
     for n in range(args.streams):
-        stub = pb_grpc.AgentRuntimeStub(channels[n % len(channels)])
-        call = stub.Watch(pb.WatchRequest(runtime_id=rid))
-        calls.append(call)
+        # not reopened: a stream the daemon ends is counted below, by status
+        calls.append(channels[n % len(channels)].watch(rid, reopen=False))
         if n % 20 == 19:
             await asyncio.sleep(0.2)  # let the daemon start writing before opening more
             if _anon(pid) - base > args.cap_mb << 20:
                 log(f"stopped opening at {n + 1} streams: the daemon grew past --cap-mb {args.cap_mb}")
                 break
     # one message from each (all at once, bounded): its daemon side has started, read its first page
-    firsts = await asyncio.wait_for(asyncio.gather(*(c.read() for c in calls), return_exceptions=True), 900)
+    firsts = await asyncio.wait_for(asyncio.gather(*(anext(c) for c in calls), return_exceptions=True), 900)
     ended: dict[str, int] = {}  # streams that ended before their first message, by status
     for first in firsts:
-        if isinstance(first, grpc.RpcError):
-            ended[first.code().name] = ended.get(first.code().name, 0) + 1
+        if isinstance(first, ToolnexusError):
+            ended[first.code] = ended.get(first.code, 0) + 1
         elif isinstance(first, BaseException):
             raise first
     return calls, channels, ended, len(calls)

@@ -6,7 +6,9 @@
 * ``toolnexus-client-<version>.tgz`` — the Node client, made by ``npm pack`` (its ``prepack`` script
   copies ``proto/`` in; the client is plain JavaScript, nothing is compiled).
 
-Install them with ``pip install dist/toolnexus_daemon-*.whl`` / ``pip install dist/toolnexus_client-*.whl``
+Install them with ``pip install dist/toolnexus_daemon-*.whl dist/toolnexus_client-*.whl`` (the daemon's
+commands for people use the Python client: its wheel declares ``toolnexus-client`` of the same version) /
+``pip install dist/toolnexus_client-*.whl``
 and ``npm install /path/to/dist/toolnexus-client-*.tgz``; their dependencies come from the usual
 registries. The wheels are built from a copy of the sources in a temporary directory, so the checkout
 gets no ``build/`` or ``*.egg-info`` of its own; the build backend (setuptools) is the one of the dev

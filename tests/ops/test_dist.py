@@ -54,6 +54,12 @@ def test_make_dist_builds_the_three_files_the_docs_install(dist: Path) -> None:
     assert {"toolnexus_daemon/web/inspector/static/inspector.js",
             "toolnexus_daemon/web/inspector/static/inspector.css"} <= set(daemon_files)
     assert not [n for n in daemon_files if n.startswith(("toolnexus_devtools", "tests/"))]
+    # the commands for people drive the daemon through the Python client: the daemon's wheel needs it
+    metadata = next(n for n in daemon_files if n.endswith(".dist-info/METADATA"))
+    with zipfile.ZipFile(dist / "toolnexus_daemon-0.1.0-py3-none-any.whl") as whl:
+        requires = [line for line in whl.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist")]
+    assert "Requires-Dist: toolnexus-client==0.1.0" in requires, requires
     with zipfile.ZipFile(dist / "toolnexus_client-0.1.0-py3-none-any.whl") as whl:
         assert {"toolnexus_client/py.typed", "toolnexus_client/aio/__init__.py"} <= set(whl.namelist())
 
@@ -81,6 +87,11 @@ def test_the_wheels_install_and_the_daemon_serves_from_them(dist: Path, tmp_path
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert _healthy(fresh / "bin" / "toolnexus-daemon", f"unix:{sock}", env, daemon), _stderr(daemon)
+        # a command for people, from the wheels: the daemon's through the client's
+        command = [str(fresh / "bin" / "toolnexus-daemon"), "runtimes", "--target", f"unix:{sock}"]
+        listed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert (listed.returncode, listed.stdout) == (0, "RUNTIME  CREATED  HANDLES  PENDING  KEYED\n"), \
+            listed
     finally:
         daemon.terminate()
         daemon.wait(15)

@@ -79,3 +79,38 @@ def test_durations_for_older_than() -> None:
             assert err.code == 2 and "--older-than" in err.message
         else:
             raise AssertionError(bad)
+
+
+def test_the_clients_values_print_as_the_messages_they_came_from() -> None:
+    """The commands hold the Python client's values: their JSON is the message's, key for key and
+    in order (an inbox item's ``from``, a nested version, ``""`` for an absent string, a Struct's
+    numbers as doubles), so scripts reading ``--json`` see no difference."""
+    import json
+
+    from toolnexus_client import _convert as convert
+    from toolnexus_client import _daemon_calls as calls
+    from toolnexus_client import _pending as pending
+    from toolnexus_client._gen import runtime_pb2 as cpb
+
+    request = cpb.Request(id="r", kind="approval", prompt="ok?")
+    request.data.update({"n": 1, "nested": {"k": [2, "x"]}})
+    snap = cpb.HandleSnapshot(id="root/a.1", agent="a", state="suspended", parent="root", children=["c"],
+                              usage_total=7, pending=request, inbox=[cpb.InboxItem(channel="chat", text="t")],
+                              definition_changed=[cpb.DefinitionChange(part="tool", name="x", change="schema",
+                                                                       added=["p"], summary="s")],
+                              usage=cpb.Usage(total_tokens=7), version=2)
+    setattr(snap.inbox[0], "from", "ops")
+    snap.last_result.CopyFrom(cpb.TaskResult(status="pending", pending=request, turns=1))
+    event = cpb.Event(seq=4, runtime_id="rt", handle="root/a.1", type="pending", pending=request, at="t")
+    event.data.update({"latency_ms": 52})
+    item = cpb.PendingItem(request=request, runtime_id="rt", handle="root/a.1", created_at="t", version=1)
+    use = cpb.VersionUse(version=cpb.RegistryVersion(number=1, digest="d", created_at="t"), handles=2,
+                         latest=True)
+    made = cpb.NewResponse(runtime_id="rt", root="root", version=cpb.RegistryVersion(number=1, digest="d"))
+    summary = cpb.RuntimeSummary(runtime_id="rt", handles={"idle": 2}, versions_without_worker=[1])
+    pairs = [(snap, convert.snapshot_from_pb(snap)), (event, convert.event_from_pb(event)),
+             (item, pending.item_from_pb(item)), (use, convert.version_use_from_pb(use)),
+             (made, calls.created_from_pb(made)), (summary, pending.summary_from_pb(summary))]
+    for message, value in pairs:
+        assert render.dumps(render.to_json(value)) == render.dumps(render.to_json(message)), type(value)
+        assert json.loads(render.dumps(render.to_json(value)))  # and it is JSON

@@ -21,9 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import struct_pb2
+from toolnexus_client import Answer
 
-from ..api._gen import runtime_pb2 as pb
 from . import render
 from .connect import Connection
 from .exitcodes import CliError, Exit
@@ -45,8 +44,8 @@ def add_answer_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-wait", action="store_true", help="return once accepted, not when the agent settles")
 
 
-def parse_data(text: str | None, flag: str = "--data") -> struct_pb2.Struct | None:
-    """``--data`` as a Struct; not JSON, or JSON that is not an object, is a usage error."""
+def parse_data(text: str | None, flag: str = "--data") -> dict[str, Any] | None:
+    """``--data`` as an object; not JSON, or JSON that is not an object, is a usage error."""
     if text is None:
         return None
     try:
@@ -55,9 +54,7 @@ def parse_data(text: str | None, flag: str = "--data") -> struct_pb2.Struct | No
         raise CliError(Exit.USAGE, f"{flag} is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise CliError(Exit.USAGE, f"{flag} must be a JSON object ({{...}}), got {type(value).__name__}")
-    out = struct_pb2.Struct()
-    out.update(value)
-    return out
+    return value
 
 
 def read_text(path: str, flag: str) -> str:
@@ -70,7 +67,7 @@ def read_text(path: str, flag: str) -> str:
         raise CliError(Exit.USAGE, f"{flag} {path}: {getattr(exc, 'strerror', None) or exc}") from exc
 
 
-def data_of(ns: argparse.Namespace) -> struct_pb2.Struct | None:
+def data_of(ns: argparse.Namespace) -> dict[str, Any] | None:
     if ns.data_file is not None:
         return parse_data(read_text(ns.data_file, "--data-file"), "--data-file")
     return parse_data(ns.data)
@@ -89,16 +86,13 @@ def resume(conn: Connection, ns: argparse.Namespace) -> int:
 
 
 def send(conn: Connection, ns: argparse.Namespace, runtime: str, handle: str,
-         data: struct_pb2.Struct | None, *, accept_changed: bool, upgrade: bool = False) -> int:
+         data: dict[str, Any] | None, *, accept_changed: bool, upgrade: bool = False) -> int:
     """One Resume, its reply printed; exit 0 when this call answered the request."""
     reason = ns.reason or ("" if ns.approve else "declined")
-    reply_answer = pb.Answer(id=ns.request_id, ok=bool(ns.approve), reason=reason)
-    if data is not None:
-        reply_answer.data.CopyFrom(data)
-    request = pb.ResumeRequest(runtime_id=runtime, answer=reply_answer, handle=handle, no_wait=ns.no_wait,
-                               accept_changed_definition=accept_changed, upgrade=upgrade)
+    reply_answer = Answer(id=ns.request_id, ok=bool(ns.approve), data=data, reason=reason)
     try:
-        reply = conn.call(conn.stub.Resume, request)
+        reply = conn.call(conn.daemon.resume, runtime, reply_answer, handle or None, ns.no_wait,
+                          accept_changed_definition=accept_changed, upgrade=upgrade)
     except CliError as err:
         if err.message.startswith("DEADLINE_EXCEEDED"):  # Resume waits for the agent to settle
             raise CliError(err.code, f"{err.message}; the answer may have been accepted while the agent "
@@ -115,7 +109,7 @@ def send(conn: Connection, ns: argparse.Namespace, runtime: str, handle: str,
         return Exit.OK
     verb = "approved" if ns.approve else "declined"
     render.out(f"{verb} {render.visible(ns.request_id)} in runtime {render.visible(runtime)}")
-    if reply.HasField("result") and reply.handle:
+    if reply.result is not None and reply.handle:
         render.out(render.fit(render.result_line(reply.handle, reply.result)))
     return Exit.OK
 

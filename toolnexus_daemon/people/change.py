@@ -15,9 +15,8 @@ import argparse
 import json
 from typing import Any
 
-from google.protobuf import json_format
+from toolnexus_client import TaskResult
 
-from ..api._gen import runtime_pb2 as pb
 from . import render
 from .answer import read_text
 from .connect import Connection
@@ -42,8 +41,9 @@ def _timeout(conn: Connection, wait_ms: int) -> float:
     return conn.timeout + wait_ms / 1000
 
 
-def registry_request(path: str) -> pb.NewRequest:
-    """The ``NewRequest`` a registry file describes (see the module docstring)."""
+def registry_request(path: str) -> dict[str, Any]:
+    """The ``NewRequest`` a registry file describes, in the proto's JSON mapping (see the module
+    docstring); whether its fields are the proto's is checked by the client before it sends."""
     text = read_text(path, "FILE")
     if path.lower().endswith((".yaml", ".yml")):
         raise CliError(Exit.USAGE, f"{path}: registry files are JSON (the daemon reads no YAML); "
@@ -57,19 +57,16 @@ def registry_request(path: str) -> pb.NewRequest:
     if not isinstance(value, dict):
         raise CliError(Exit.USAGE, f"{path}: want a JSON object (a NewRequest or an agent) or a list of "
                                    f"agents, got {type(value).__name__}")
-    try:
-        return json_format.ParseDict(value, pb.NewRequest())
-    except json_format.ParseError as exc:
-        raise CliError(Exit.USAGE, f"{path}: {exc}") from exc
+    return value
 
 
 def new(conn: Connection, ns: argparse.Namespace) -> int:
-    request = registry_request(ns.file)
-    if ns.runtime_id:
-        request.runtime_id = ns.runtime_id
-    if ns.runtime_key and not request.runtime_key:
-        request.runtime_key = ns.runtime_key  # a key given to the command keys the runtime it creates
-    reply = conn.call(conn.stub.New, request)
+    definition = registry_request(ns.file)
+    try:
+        # a key given to the command keys the runtime it creates (unless the file names one)
+        reply = conn.call(conn.daemon.new_runtime, definition, ns.runtime_id or None, ns.runtime_key or None)
+    except ValueError as exc:  # a field the proto does not have: refused before anything is sent
+        raise CliError(Exit.USAGE, f"{ns.file}: {exc}") from exc
     if ns.json:
         render.out(render.dumps(render.to_json(reply)), end="")
         return Exit.OK
@@ -84,37 +81,40 @@ def spawn(conn: Connection, ns: argparse.Namespace) -> int:
     prompt = _text(ns.prompt, "--prompt") if ns.prompt else ""
     if wait_ms and not prompt:
         raise CliError(Exit.USAGE, "--wait needs --prompt: a spawned handle runs only once woken")
-    request = pb.SpawnRequest(runtime_id=ns.runtime, parent=ns.parent or "", agent=ns.agent, prompt=prompt,
-                              wait_ms=wait_ms)
-    reply = conn.call(conn.stub.Spawn, request, timeout=_timeout(conn, wait_ms))
+    reply = conn.call(conn.daemon.spawn, ns.runtime, ns.parent or "", ns.agent, prompt=prompt or None,
+                      wait=ns.wait if wait_ms else None, timeout=_timeout(conn, wait_ms))
     if ns.json:
-        render.out(render.dumps(render.to_json(reply)), end="")
+        woken = {"handle": reply.handle, "queued": reply.queued, "result": _result(reply.result)}
+        render.out(render.dumps(woken), end="")
         return Exit.OK
     woke = (" and woke it" + (" (queued behind its siblings)" if reply.queued else "")) if prompt else ""
     render.out(f"spawned {render.visible(reply.handle)}{woke}")
-    if reply.HasField("result"):
+    if reply.result is not None:
         render.out(render.fit(render.result_line(reply.handle, reply.result)))
     return Exit.OK
 
 
+def _result(result: TaskResult | None) -> dict[str, Any] | None:
+    return None if result is None else render.to_json(result)
+
+
 def wake(conn: Connection, ns: argparse.Namespace) -> int:
     wait_ms = _wait_ms(ns)
-    request = pb.WakeRequest(runtime_id=ns.runtime, handle=ns.handle, prompt=_text(ns.prompt, "PROMPT"),
-                             wait_ms=wait_ms, upgrade=ns.upgrade)
-    reply = conn.call(conn.stub.Wake, request, timeout=_timeout(conn, wait_ms))
+    reply = conn.call(conn.daemon.wake, ns.runtime, ns.handle, _text(ns.prompt, "PROMPT"),
+                      wait=ns.wait if wait_ms else None, upgrade=ns.upgrade, timeout=_timeout(conn, wait_ms))
     if ns.json:
-        render.out(render.dumps(render.to_json(reply)), end="")
+        render.out(render.dumps({"queued": reply.queued, "result": _result(reply.result)}), end="")
         return Exit.OK
     render.out(f"{'queued a wake of' if reply.queued else 'woke'} {render.visible(ns.handle)}")
-    if reply.HasField("result"):
+    if reply.result is not None:
         render.out(render.fit(render.result_line(ns.handle, reply.result)))
     return Exit.OK
 
 
 def post(conn: Connection, ns: argparse.Namespace) -> int:
-    item = pb.InboxItem(text=_text(ns.text, "TEXT"), channel=ns.channel or "")
-    setattr(item, "from", ns.sender or "")  # `from` is a Python keyword
-    reply = conn.call(conn.stub.Post, pb.PostRequest(runtime_id=ns.runtime, handle=ns.handle, item=item))
+    # empty sender and channel: the daemon's defaults
+    reply = conn.call(conn.daemon.post, ns.runtime, ns.handle, _text(ns.text, "TEXT"), ns.sender or "",
+                      ns.channel or "")
     if ns.json:
         render.out(render.dumps(render.to_json(reply)), end="")
         return Exit.OK
@@ -124,7 +124,7 @@ def post(conn: Connection, ns: argparse.Namespace) -> int:
 
 
 def interrupt(conn: Connection, ns: argparse.Namespace) -> int:
-    reply = conn.call(conn.stub.Interrupt, pb.InterruptRequest(runtime_id=ns.runtime, handle=ns.handle))
+    reply = conn.call(conn.daemon.interrupt, ns.runtime, ns.handle)
     if ns.json:
         render.out(render.dumps(render.to_json(reply)), end="")
         return Exit.OK
@@ -138,10 +138,9 @@ def interrupt(conn: Connection, ns: argparse.Namespace) -> int:
 
 
 def close(conn: Connection, ns: argparse.Namespace) -> int:
-    reply = conn.call(conn.stub.Close, pb.CloseRequest(runtime_id=ns.runtime, handle=ns.handle))
+    conn.call(conn.daemon.close_handle, ns.runtime, ns.handle)
     if ns.json:
-        render.out(render.dumps({"runtime_id": ns.runtime, "handle": ns.handle, **render.to_json(reply)}),
-                   end="")
+        render.out(render.dumps({"runtime_id": ns.runtime, "handle": ns.handle}), end="")
         return Exit.OK
     render.out(f"closed {render.visible(ns.handle)} (and its subtree)")
     return Exit.OK
@@ -155,9 +154,10 @@ def shutdown(conn: Connection, ns: argparse.Namespace) -> int:
     if ns.purge and not ns.yes:
         raise CliError(Exit.USAGE, f"--purge deletes runtime {ns.runtime!r} and everything it stored, for "
                                    "good: add --yes to do it")
-    request = (pb.ShutdownRequest(daemon=True) if ns.daemon
-               else pb.ShutdownRequest(runtime_id=ns.runtime, purge=ns.purge))
-    conn.call(conn.stub.Shutdown, request)
+    if ns.daemon:
+        conn.call(conn.daemon.shutdown_daemon)
+    else:
+        conn.call(conn.daemon.shutdown_runtime, ns.runtime, ns.purge)
     if ns.json:
         render.out(render.dumps({"runtime_id": ns.runtime or "", "purged": bool(ns.purge),
                                  "daemon": bool(ns.daemon)}), end="")

@@ -1,4 +1,5 @@
-"""Where the commands connect and as whom: the shared flags, the channel and one call wrapper.
+"""Where the commands connect and as whom: the shared flags, the Python client's ``Daemon``
+and one call wrapper.
 
 Target and token are found as the clients find them (docs/protocol.md §10):
 ``--target`` else ``$TOOLNEXUS_TARGET`` else 127.0.0.1:50051 (``unix:/path``
@@ -15,11 +16,11 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..api._gen import runtime_pb2_grpc as pb_grpc
-from .exitcodes import CliError, Exit, from_rpc_error
+from toolnexus_client import Daemon, Event, ToolnexusError
+
+from .exitcodes import CliError, Exit, from_client_error
 
 DEFAULT_TARGET = "127.0.0.1:50051"
-RUNTIME_KEY_HEADER = "x-toolnexus-runtime-key"
 R = TypeVar("R")
 
 
@@ -41,44 +42,46 @@ def add_connection_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> 
 
 
 class Connection:
-    """A channel to the daemon with the caller's metadata; every failed call becomes a CliError."""
+    """The Python client's ``Daemon`` with the caller's token, runtime key and TLS; every failed
+    call becomes a CliError."""
 
     def __init__(self, ns: argparse.Namespace, env: Mapping[str, str]) -> None:
         self.target: str = ns.target
         self.timeout: float = ns.timeout
-        self.metadata = _metadata(ns, env)
-        self.channel = _channel(ns)
-        self.stub = pb_grpc.AgentRuntimeStub(self.channel)
+        # "" rather than None: the token is the flag's or the environment the command was given,
+        # never one the client would read from this process's environment itself
+        self.daemon = Daemon(ns.target, token=_token(ns, env), runtime_key=ns.runtime_key or None,
+                             credentials=_credentials(ns))
 
-    def call(self, method: Callable[..., R], request: Any, timeout: float | None = None) -> R:
+    def call(self, method: Callable[..., R], *args: Any, timeout: float | None = None, **kwargs: Any) -> R:
+        """``method`` of ``daemon`` with the command's ``--timeout`` (or ``timeout``)."""
         try:
-            return method(request, metadata=self.metadata, timeout=timeout or self.timeout)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, self.target) from err
+            return method(*args, timeout=timeout or self.timeout, **kwargs)
+        except ToolnexusError as err:
+            raise from_client_error(err, self.target) from err
 
-    def stream(self, method: Callable[..., Any], request: Any,
-               started: Callable[[Any], None] | None = None) -> Iterator[Any]:
-        """A server stream's messages; its failure (other than our own cancel) becomes a CliError.
-        ``started`` receives the call, so another thread can cancel it."""
-        call = method(request, metadata=self.metadata)
+    def events(self, runtime: str, after: int, types: list[str], handle: str,
+               started: Callable[[Any], None] | None = None) -> Iterator[Event]:
+        """A runtime's events after ``after``, not reopened here (the caller does, saying so); a
+        failure other than our own cancel becomes a CliError. ``started`` receives the stream, so
+        another thread can cancel it."""
+        stream = self.daemon.watch(runtime, after, types, handle or None, reopen=False)
         if started is not None:
-            started(call)
+            started(stream)
         try:
-            yield from call
-        except grpc.RpcError as err:
-            if err.code() is not grpc.StatusCode.CANCELLED:
-                raise from_rpc_error(err, self.target) from err
+            yield from stream
+        except ToolnexusError as err:
+            if err.status is not grpc.StatusCode.CANCELLED:
+                raise from_client_error(err, self.target) from err
         finally:
-            call.cancel()
+            stream.cancel()
 
     def close(self) -> None:
-        self.channel.close()
+        self.daemon.close()
 
 
-def _metadata(ns: argparse.Namespace, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    token = _read_token(ns.token_file) if ns.token_file else env.get("TOOLNEXUS_TOKEN", "").strip()
-    pairs = [("authorization", f"Bearer {token}")] if token else []
-    return tuple(pairs + ([(RUNTIME_KEY_HEADER, ns.runtime_key)] if ns.runtime_key else []))
+def _token(ns: argparse.Namespace, env: Mapping[str, str]) -> str:
+    return _read_token(ns.token_file) if ns.token_file else env.get("TOOLNEXUS_TOKEN", "").strip()
 
 
 def _read_token(path: Path) -> str:
@@ -97,10 +100,9 @@ def _read(path: Path | None, flag: str) -> bytes | None:
         raise CliError(Exit.USAGE, f"{flag} {path}: {exc.strerror or exc}") from exc
 
 
-def _channel(ns: argparse.Namespace) -> grpc.Channel:
+def _credentials(ns: argparse.Namespace) -> grpc.ChannelCredentials | None:
     if ns.tls_ca is None:
-        return grpc.insecure_channel(ns.target)
-    creds = grpc.ssl_channel_credentials(_read(ns.tls_ca, "--tls-ca"),
-                                         private_key=_read(ns.tls_key, "--tls-key"),
-                                         certificate_chain=_read(ns.tls_cert, "--tls-cert"))
-    return grpc.secure_channel(ns.target, creds)
+        return None
+    return grpc.ssl_channel_credentials(_read(ns.tls_ca, "--tls-ca"),
+                                        private_key=_read(ns.tls_key, "--tls-key"),
+                                        certificate_chain=_read(ns.tls_cert, "--tls-cert"))

@@ -17,7 +17,8 @@ import queue
 import threading
 from typing import Any
 
-from ..api._gen import runtime_pb2 as pb
+from toolnexus_client import Event
+
 from . import render
 from .connect import Connection
 from .exitcodes import CliError, Exit
@@ -73,10 +74,9 @@ def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any], sto
     when following, reopens it after UNAVAILABLE from the last seq seen."""
     last, failures = ns.after, 0
     while True:
-        request = pb.WatchRequest(runtime_id=ns.runtime, after_seq=last, types=ns.type or [],
-                                  handle=ns.handle or "")
         try:
-            for event in conn.stream(conn.stub.Watch, request, started=stop.calls.append):
+            for event in conn.events(ns.runtime, last, ns.type or [], ns.handle or "",
+                                     started=stop.calls.append):
                 last, failures = event.seq or last, 0
                 inbox.put(event)
         except CliError as err:
@@ -94,15 +94,15 @@ def _pump(conn: Connection, ns: argparse.Namespace, inbox: queue.Queue[Any], sto
     inbox.put(_END)
 
 
-def _line(e: pb.Event, as_json: bool) -> str:
+def _line(e: Event, as_json: bool) -> str:
     """One event: a JSON object per line for scripts (``jq`` reads a stream of them), else
     ``seq  time  handle  type  what happened``."""
     if as_json:
         return render.dumps_line(render.to_json(e))
     note = e.note.removeprefix(f"{e.handle}: ")
-    if e.HasField("pending") and e.type == "pending":
+    if e.pending is not None and e.type == "pending":
         note = f"{e.pending.kind} {e.pending.id}: \"{e.pending.prompt}\""
-    elif e.HasField("result") and e.type == "result":
+    elif e.result is not None and e.type == "result":
         note = e.result.status + (f" \"{e.result.text}\"" if e.result.text else "")
     clock = e.at[11:23] if len(e.at) >= 23 else (e.at or "-")
     head = (f"{e.seq:>5}", render.visible(clock), render.visible(e.handle or "-"), render.visible(e.type))

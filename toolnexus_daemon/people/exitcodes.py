@@ -1,6 +1,6 @@
 """The exit codes of the people commands, which scripts can rely on, and the one error they raise.
 
-A failed gRPC call is translated here, once, into a code that says what a
+A failed call (the Python client's ``ToolnexusError``) is translated here, once, into a code that says what a
 script can do about it: retry later (unreachable), fix its credentials
 (unauthenticated, not allowed), or look again (not found, ambiguous).
 """
@@ -11,6 +11,8 @@ import textwrap
 from enum import IntEnum
 
 import grpc
+
+from toolnexus_client import ToolnexusError
 
 
 class Exit(IntEnum):
@@ -86,10 +88,10 @@ class CliError(Exception):
         self.message = message
 
 
-def from_rpc_error(err: grpc.RpcError, target: str) -> CliError:
+def from_client_error(err: ToolnexusError, target: str) -> CliError:
     """The CliError of a failed call: its exit code by status, the daemon's own words as message."""
-    code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = (err.details() if isinstance(err, grpc.Call) else None) or str(err)
+    code = err.status
+    details = err.message
     if code is grpc.StatusCode.UNAVAILABLE:
         details = f"no daemon answered at {target}: {details}"
     return CliError(_BY_STATUS.get(code, Exit.ERROR), f"{code.name}: {details}")

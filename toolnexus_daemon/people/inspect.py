@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from ..api._gen import runtime_pb2 as pb
+from toolnexus_client import HandleSnapshot
+
 from . import render
 from .connect import Connection
 from .exitcodes import Exit
@@ -22,9 +23,9 @@ BRANCH, LAST, PIPE, SPACE = "├── ", "└── ", "│   ", "    "
 def inspect(conn: Connection, ns: argparse.Namespace) -> int:
     top = ns.handle or ROOT
     if ns.handle:
-        conn.call(conn.stub.Snapshot, pb.SnapshotRequest(runtime_id=ns.runtime, handle=ns.handle))
-    handles = list(conn.call(conn.stub.List, pb.ListRequest(runtime_id=ns.runtime)).handles)
-    children: dict[str, list[pb.HandleSnapshot]] = {}
+        conn.call(conn.daemon.snapshot, ns.runtime, ns.handle)
+    handles = conn.call(conn.daemon.list_handles, ns.runtime)
+    children: dict[str, list[HandleSnapshot]] = {}
     for h in handles:
         children.setdefault(h.parent, []).append(h)
     shown = [h for h in handles if h.id == top] + list(_descendants(top, children))
@@ -42,13 +43,13 @@ def inspect(conn: Connection, ns: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _descendants(parent: str, children: dict[str, list[pb.HandleSnapshot]]) -> Iterator[pb.HandleSnapshot]:
+def _descendants(parent: str, children: dict[str, list[HandleSnapshot]]) -> Iterator[HandleSnapshot]:
     for child in children.get(parent, []):
         yield child
         yield from _descendants(child.id, children)
 
 
-def _draw(parent: str, children: dict[str, list[pb.HandleSnapshot]], indent: str) -> Iterator[str]:
+def _draw(parent: str, children: dict[str, list[HandleSnapshot]], indent: str) -> Iterator[str]:
     kids = children.get(parent, [])
     for n, child in enumerate(kids):
         last = n == len(kids) - 1
@@ -59,7 +60,7 @@ def _draw(parent: str, children: dict[str, list[pb.HandleSnapshot]], indent: str
         yield from _draw(child.id, children, more)
 
 
-def _lines(h: pb.HandleSnapshot, first: str, more: str) -> Iterator[str]:
+def _lines(h: HandleSnapshot, first: str, more: str) -> Iterator[str]:
     """The handle's line, then (indented under it) what it waits on: two lines, so that a tree a
     few levels deep still fits the width of a terminal with the request id whole."""
     yield first + describe(h)
@@ -68,7 +69,7 @@ def _lines(h: pb.HandleSnapshot, first: str, more: str) -> Iterator[str]:
         yield more + (PIPE if h.children else SPACE) + waits
 
 
-def describe(h: pb.HandleSnapshot) -> str:
+def describe(h: HandleSnapshot) -> str:
     """``id  agent  state  usage`` on one line."""
     tokens = render.plural(h.usage_total, "token") + (" (estimated)" if h.usage_estimated else "")
     usage = f"{tokens}, {render.plural(h.turns_total, 'turn')}"
@@ -76,16 +77,16 @@ def describe(h: pb.HandleSnapshot) -> str:
     return "  ".join(part for part in (*ids, usage) if part)
 
 
-def waits_on(h: pb.HandleSnapshot) -> str:
+def waits_on(h: HandleSnapshot) -> str:
     """What the handle waits on: its own request, a suspended child, or nothing (its last result)."""
-    if h.HasField("pending"):
+    if h.pending is not None:
         p = h.pending
         expiry = f" (expires {render.visible(render.when(p.expires_at))})" if p.expires_at else ""
         kind = render.visible(p.kind or "request")
         return f"waits on {kind} {render.visible(p.id)}{expiry}: \"{render.clip(p.prompt, 50)}\""
     if h.state == "suspended":
         return f"waits on {render.visible(', '.join(h.children)) or 'a child'}"
-    if h.HasField("last_result") and h.state != "running":
+    if h.last_result is not None and h.state != "running":
         r = h.last_result
         return f"last: {render.visible(r.status)}" + (f" \"{render.clip(r.text, 40)}\"" if r.text else "")
     return ""

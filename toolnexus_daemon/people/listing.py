@@ -11,7 +11,8 @@ import argparse
 import re
 from collections.abc import Iterator, Mapping
 
-from ..api._gen import runtime_pb2 as pb
+from toolnexus_client import PendingItem, RuntimeSummary
+
 from . import render
 from .connect import Connection
 from .exitcodes import CliError, Exit
@@ -35,23 +36,23 @@ def duration_ms(text: str, flag: str) -> int:
 
 
 def all_pending(conn: Connection, runtime: str = "", kind: str = "",
-                min_age_ms: int = 0) -> Iterator[pb.PendingItem]:
-    """Every open suspension matching the filters, oldest first, page after page."""
+                min_age_ms: int = 0) -> Iterator[PendingItem]:
+    """Every open suspension matching the filters, oldest first, page after page (each page a call
+    with the command's --timeout)."""
     token = ""
     for _ in range(MAX_PAGES):
-        request = pb.ListPendingRequest(runtime_id=runtime, kind=kind, min_age_ms=min_age_ms,
-                                        page_size=1000, page_token=token)
-        reply = conn.call(conn.stub.ListPending, request)
+        reply = conn.call(conn.daemon.list_pending, runtime or None, kind or None, min_age_ms,
+                          page_size=1000, page_token=token)
         yield from reply.items
         token = reply.next_page_token
         if not token:
             return
 
 
-def all_runtimes(conn: Connection) -> Iterator[pb.RuntimeSummary]:
+def all_runtimes(conn: Connection) -> Iterator[RuntimeSummary]:
     token = ""
     for _ in range(MAX_PAGES):
-        reply = conn.call(conn.stub.ListRuntimes, pb.ListRuntimesRequest(page_size=1000, page_token=token))
+        reply = conn.call(conn.daemon.list_runtimes, page_size=1000, page_token=token)
         yield from reply.runtimes
         token = reply.next_page_token
         if not token:
@@ -83,7 +84,7 @@ def pending(conn: Connection, ns: argparse.Namespace) -> int:
         render.out(render.dumps([render.to_json(i) for i in items]), end="")
         return Exit.OK
     rows = [[i.request.id, i.request.kind, i.runtime_id, i.handle, render.when(i.created_at),
-             render.when(i.expires_at), render.clip(i.request.prompt)] for i in items]
+             render.when(i.expires_at or ""), render.clip(i.request.prompt)] for i in items]
     headers = ["request", "kind", "runtime", "handle", "waiting", "expires", "prompt"]
     render.out(render.table(headers, rows, flex=6), end="")
     return Exit.OK

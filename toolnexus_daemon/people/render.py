@@ -10,22 +10,38 @@ the text itself is shown as it is.
 
 JSON keeps the proto's field names and gives int64 values as numbers (the
 proto3 JSON mapping would quote them), so ``jq '.[].pending'`` compares
-numbers; JSON-shaped fields (``Struct``) come out as they went in, and every
+numbers. The commands hold the Python client's values, not messages: ``to_json``
+gives them the shape of the message they came from (every field, an absent
+message as null, ``from`` for an inbox item's sender, a version nested as the
+proto nests it), so the JSON is the wire's whatever the client calls its
+fields. JSON-shaped fields (``Struct``) come out as they went in, and every
 control character inside a string (C1 and U+2028/U+2029 too, which ``json``
 leaves raw) is a ``\\u`` escape, so the text parses back exactly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
+
+from toolnexus_client import (
+    Created,
+    DefinitionChange,
+    Event,
+    InboxItem,
+    PendingItem,
+    Request,
+    TaskResult,
+    VersionUse,
+)
 
 MAX_CELL = 60
 WIDTH = 100  # what a table or a line of a people command takes at most
@@ -130,16 +146,86 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], flex: int | Non
     return "\n".join(lines) + "\n"
 
 
-def result_line(handle: str, result: Any) -> str:
+def result_line(handle: str, result: TaskResult) -> str:
     """A ``TaskResult`` on one line: ``handle: done "text"``, or what it now waits on."""
     line = f"{visible(handle)}: {visible(result.status)}"
-    if result.HasField("pending") and result.status == "pending":
+    if result.pending is not None and result.status == "pending":
         p = result.pending
         return f"{line} on {visible(p.kind or 'request')} {visible(p.id)}: \"{clip(p.prompt, 50)}\""
     return line + (f" \"{clip(result.text)}\"" if result.text else "")
 
 
-def to_json(message: Message) -> dict[str, Any]:
+def to_json(value: Any) -> dict[str, Any]:
+    """A client value (a frozen dataclass) or a message as the message's JSON: see the module."""
+    if isinstance(value, Message):
+        return _message_json(value)
+    shaped = _SHAPES.get(type(value))
+    if shaped is not None:
+        return shaped(value)
+    return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _struct(value: Any) -> Any:
+    """A ``Struct``'s JSON as the message has it: every number a double (the client gives the
+    integral ones as ints, ``5``; the proto's JSON, and so these commands, say ``5.0``)."""
+    if isinstance(value, dict):
+        return {k: _struct(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_struct(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _request(r: Request) -> dict[str, Any]:
+    # the proto's strings are never absent: the client's None is the message's ""
+    return {"id": r.id, "kind": r.kind, "prompt": r.prompt, "url": r.url or "", "data": _struct(r.data),
+            "expires_at": r.expires_at or "", "answer_url": r.answer_url or ""}
+
+
+def _event(e: Event) -> dict[str, Any]:
+    return {**{f.name: _plain(getattr(e, f.name)) for f in dataclasses.fields(e)}, "data": _struct(e.data)}
+
+
+def _pending_item(i: PendingItem) -> dict[str, Any]:
+    return {**{f.name: _plain(getattr(i, f.name)) for f in dataclasses.fields(i)},
+            "expires_at": i.expires_at or ""}
+
+
+def _definition_change(c: DefinitionChange) -> dict[str, Any]:
+    return {"part": c.part, "name": c.name, "change": c.change, "added": list(c.added),
+            "removed": list(c.removed), "retyped": list(c.retyped), "refuses_resume": c.refuses_resume,
+            "summary": c.summary}
+
+
+def _version_use(v: VersionUse) -> dict[str, Any]:
+    return {"version": {"number": v.number, "digest": v.digest, "created_at": v.created_at},
+            "handles": v.handles, "latest": v.latest}
+
+
+def _created(c: Created) -> dict[str, Any]:
+    return {"runtime_id": c.runtime_id, "root": c.root, "reattached": c.reattached,
+            "version": {"number": c.version, "digest": c.version_digest, "created_at": c.version_created_at}}
+
+
+_SHAPES: dict[type, Callable[[Any], dict[str, Any]]] = {
+    Request: _request,
+    Event: _event,
+    PendingItem: _pending_item,
+    DefinitionChange: _definition_change,
+    VersionUse: _version_use,
+    Created: _created,
+    InboxItem: lambda i: {"from": i.sender, "channel": i.channel, "text": i.text},
+}
+
+
+def _message_json(message: Message) -> dict[str, Any]:
     """Every field of ``message`` (defaults too), by proto name, int64 as numbers."""
     out: dict[str, Any] = {}
     for fd in message.DESCRIPTOR.fields:
@@ -160,7 +246,7 @@ def _value(fd: Any, value: Any) -> Any:
         return value
     if fd.message_type.full_name == "google.protobuf.Struct":
         return json_format.MessageToDict(value)
-    return to_json(value)
+    return _message_json(value)
 
 
 def dumps(value: Any) -> str:

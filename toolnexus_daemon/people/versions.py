@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import argparse
 
-from ..api._gen import runtime_pb2 as pb
 from . import render
 from .connect import Connection
 from .exitcodes import Exit
 
 
 def versions(conn: Connection, ns: argparse.Namespace) -> int:
-    reply = conn.call(conn.stub.ListVersions, pb.ListVersionsRequest(runtime_id=ns.runtime))
+    found = conn.call(conn.daemon.list_versions, ns.runtime)
     if ns.json:
-        render.out(render.dumps([render.to_json(v) for v in reply.versions]), end="")
+        render.out(render.dumps([render.to_json(v) for v in found]), end="")
         return Exit.OK
-    rows = [[str(v.version.number), "yes" if v.latest else "", str(v.handles),
-             render.when(v.version.created_at), v.version.digest[:12]] for v in reply.versions]
+    rows = [[str(v.number), "yes" if v.latest else "", str(v.handles), render.when(v.created_at),
+             v.digest[:12]] for v in found]
     render.out(render.table(["version", "latest", "handles", "created", "digest"], rows, flex=4), end="")
     return Exit.OK

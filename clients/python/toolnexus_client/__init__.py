@@ -32,6 +32,7 @@ background thread. Against the daemon of ``make run`` and the scripted model of
 See clients/python/README.md for the full API and its conventions.
 """
 
+from ._daemon_calls import Created
 from ._defs import AgentSpec, Budget, Execute, HttpSpec, Llm, McpServer, Registry, Tool, agent, registry
 from ._dispatch import Resolver, Transport
 from ._pending import PendingChange, PendingChangeType, PendingItem, PendingPage, RuntimePage, RuntimeSummary
@@ -81,7 +82,8 @@ from .runtime import Runtime
 __version__ = "0.1.0"
 
 __all__ = [
-    "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "Daemon", "DataLoss",
+    "Aborted", "AgentSpec", "AlreadyExists", "Answer", "Budget", "Cancelled", "Context", "Created", "Daemon",
+    "DataLoss",
     "DeadlineExceeded", "DefinitionChange", "Event", "EventStream", "Execute", "FailedPrecondition",
     "HandleSnapshot",
     "HandleState", "HttpSpec", "InboxItem", "Info", "Internal", "InterruptResult", "InvalidArgument", "Llm",
