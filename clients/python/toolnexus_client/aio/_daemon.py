@@ -18,9 +18,8 @@ from .. import _convert as convert
 from .. import _pending as pending
 from .._gen import runtime_pb2 as pb
 from .._gen import runtime_pb2_grpc as pb_grpc
-from .._pending import PendingItem, PendingPage, RuntimePage, RuntimeSummary
+from .._pending import MAX_PAGES, PendingItem, PendingPage, RuntimePage, RuntimeSummary
 from .._types import Answer, Info, ResumeResult
-from ..daemon import MAX_PAGES
 from ..errors import from_rpc_error
 from ._pending import PendingStream
 
