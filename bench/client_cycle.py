@@ -12,8 +12,11 @@ used, so the same script measures any version of the client (``PYTHONPATH`` pick
 
 Every repetition runs ``--cycles`` rounds; a round is one cycle of each variant in an order
 rotated round by round, so all variants share the machine's weather. A repetition's figure is
-the median cycle of each variant; the report is the median over ``--reps`` repetitions (after
-one warm-up repetition) with their min–max. Bounded: ``reps × cycles × variants`` cycles.
+the median cycle of each variant (and of one ``snapshot``, a unary call alone: what a client
+adds to a round trip); the report is the median over ``--reps`` repetitions (after one warm-up
+repetition) with their min–max, and the client process's CPU per cycle. Bounded:
+``reps × cycles × variants`` cycles. The blocking client is called from a worker thread
+(``asyncio.to_thread``), the same for every version measured.
 
     PYTHONPATH=$PWD:$PWD/clients/python .venv/bin/python -m bench.client_cycle --reps 5 --cycles 40
 """
@@ -108,10 +111,12 @@ def blocking_fused(rt: Runtime) -> None:
     _finished(rt.resume({"id": _suspended(result), "ok": True}))
 
 
-async def _timed(call: Callable[[], Awaitable[None]]) -> float:
-    t0 = time.perf_counter()
+async def _timed(call: Callable[[], Awaitable[None]]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one cycle; the CPU is this client process's, all its threads (nothing
+    else runs in it between cycles, so that is what the cycle cost the client)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     await call()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 async def measure(target: str, llm: dict[str, str] | None, reps: int, cycles: int) -> dict[str, Any]:
@@ -119,9 +124,20 @@ async def measure(target: str, llm: dict[str, str] | None, reps: int, cycles: in
 
     ``llm`` None: the model is the client's ``transport`` (over its worker stream)."""
     model = {"llm": llm} if llm is not None else {"transport": transport}
-    art = await aio.Runtime.new(target, REGISTRY, **model)  # type: ignore[arg-type]
-    brt = await asyncio.to_thread(lambda: Runtime.new(target, REGISTRY, **model))  # type: ignore[arg-type]
+    art = await aio.Runtime.new(target, REGISTRY, **model)
+    brt = await asyncio.to_thread(lambda: Runtime.new(target, REGISTRY, **model))
+    probe = await art.spawn(art.root, AGENT)  # an idle handle whose snapshot the unary rows read
+
+    async def aio_snapshot() -> None:
+        await art.snapshot(probe)
+
+    def blocking_snapshot() -> None:
+        brt.snapshot(probe)
+
     variants: dict[str, Callable[[], Awaitable[None]]] = {
+        # one unary call (Snapshot) alone: what the client adds to a round trip
+        "aio snapshot (1 RPC)": aio_snapshot,
+        "blocking snapshot (1 RPC)": lambda: asyncio.to_thread(blocking_snapshot),
         "aio classic (4 RPCs)": lambda: aio_classic(art),
         "aio fused (2 RPCs)": lambda: aio_fused(art),
         # the blocking client runs in a thread, as it would beside an application's own loop
@@ -130,21 +146,24 @@ async def measure(target: str, llm: dict[str, str] | None, reps: int, cycles: in
     }
     names = list(variants)
     per_rep: dict[str, list[float]] = {name: [] for name in names}
+    cpu_per_rep: dict[str, list[float]] = {name: [] for name in names}
     try:
         for rep in range(reps + 1):  # repetition 0 warms up
-            samples: dict[str, list[float]] = {name: [] for name in names}
+            samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
             for round_no in range(cycles):
                 shift = round_no % len(names)
                 for name in names[shift:] + names[:shift]:
                     samples[name].append(await _timed(variants[name]))
             if rep:
                 for name in names:
-                    per_rep[name].append(statistics.median(samples[name]) * 1e3)
+                    per_rep[name].append(statistics.median(w for w, _ in samples[name]) * 1e3)
+                    cpu_per_rep[name].append(statistics.median(c for _, c in samples[name]) * 1e3)
     finally:
         await art.detach()
         await asyncio.to_thread(brt.detach)
     return {name: {"median_ms": round(statistics.median(v), 2), "min_ms": round(min(v), 2),
-                   "max_ms": round(max(v), 2), "reps": [round(x, 2) for x in v]}
+                   "max_ms": round(max(v), 2), "reps": [round(x, 2) for x in v],
+                   "client_cpu_ms": round(statistics.median(cpu_per_rep[name]), 2)}
             for name, v in per_rep.items()}
 
 
@@ -154,22 +173,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=("worker", "http"), default="worker",
                         help="worker: the scripted model as the client's transport; http: the scripted "
                              "OpenAI-compatible server, called by the daemon")
+    parser.add_argument("--no-sync", action="store_true",
+                        help="the daemon without fsync per commit: less of the disk's weather in the figures")
     parser.add_argument("--cycles", type=int, default=40, help="rounds per repetition")
     args = parser.parse_args(argv)
     if not (1 <= args.reps <= 50 and 1 <= args.cycles <= 1000):
         parser.error("--reps is 1..50 and --cycles 1..1000")
     with tempfile.TemporaryDirectory(prefix="tnx-client-cycle-") as tmp, ScriptedModelServer() as model:
-        proc = DaemonProcess(Path(tmp) / "data").start(timeout=120)
+        proc = DaemonProcess(Path(tmp) / "data", *(["--no-sync"] if args.no_sync else [])).start(timeout=120)
         try:
             http = {"style": "openai", "base_url": model.url, "model": "bench"}
             llm = http if args.model == "http" else None
             figures = asyncio.run(measure(proc.target, llm, args.reps, args.cycles))
         finally:
             proc.stop(timeout=60)
-    out = {"client": str(Path(toolnexus_client.__file__).parent), "model": args.model, "reps": args.reps,
+    out = {"client": str(Path(toolnexus_client.__file__).parent), "model": args.model,
+           "synced": not args.no_sync, "reps": args.reps,
            "cycles_per_rep": args.cycles, "load_1m": round(_load(), 2), "cycle": figures}
     for name, fig in figures.items():
-        print(f"{name:28} median {fig['median_ms']:7.2f} ms  (reps {fig['min_ms']:.2f}–{fig['max_ms']:.2f})")
+        print(f"{name:28} median {fig['median_ms']:7.2f} ms  (reps {fig['min_ms']:.2f}–{fig['max_ms']:.2f}), "
+              f"client CPU {fig['client_cpu_ms']:.2f} ms")
     print(json.dumps(out))
     return 0
 

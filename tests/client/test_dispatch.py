@@ -12,8 +12,8 @@ import pytest
 from toolnexus_client import Answer, Context, Request, Tool, ToolResult
 from toolnexus_client import _convert as convert
 from toolnexus_client._dispatch import to_tool_result
-from toolnexus_client.aio._dispatch import Dispatcher, run_llm, run_resolve, run_tool
 from toolnexus_client._gen import runtime_pb2 as pb
+from toolnexus_client.aio._dispatch import Dispatcher, run_llm, run_resolve, run_tool
 
 
 def tool_call(tool: str, call_id: str = "c1", args: dict[str, Any] | None = None,
