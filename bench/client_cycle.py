@@ -126,13 +126,15 @@ async def measure(target: str, llm: dict[str, str] | None, reps: int, cycles: in
     model = {"llm": llm} if llm is not None else {"transport": transport}
     art = await aio.Runtime.new(target, REGISTRY, **model)
     brt = await asyncio.to_thread(lambda: Runtime.new(target, REGISTRY, **model))
-    probe = await art.spawn(art.root, AGENT)  # an idle handle whose snapshot the unary rows read
+    # an idle handle in each runtime (the two clients made one each): what the unary rows read
+    aio_probe = await art.spawn(art.root, AGENT)
+    blocking_probe = await asyncio.to_thread(brt.spawn, brt.root, AGENT)
 
     async def aio_snapshot() -> None:
-        await art.snapshot(probe)
+        await art.snapshot(aio_probe)
 
     def blocking_snapshot() -> None:
-        brt.snapshot(probe)
+        brt.snapshot(blocking_probe)
 
     variants: dict[str, Callable[[], Awaitable[None]]] = {
         # one unary call (Snapshot) alone: what the client adds to a round trip
