@@ -21,6 +21,7 @@ policy allows, ends iteration with the error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -70,6 +71,7 @@ class ReopeningStream(Generic[T]):
     def __init__(self, resume: ResumePolicy) -> None:
         self._resume = resume
         self._cancelled = False
+        self._woken = asyncio.Event()  # set by cancel(): a backoff between reopenings ends at once
         self._failures = 0
         self.reopened = 0  # how many times the stream was opened again
         self._call = self._open_again()
@@ -111,7 +113,8 @@ class ReopeningStream(Generic[T]):
         """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
         if not self._resumable(err) or self._failures >= self._resume.attempts:
             return False
-        await asyncio.sleep(self._resume.delay(self._failures))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), self._resume.delay(self._failures))
         self._failures += 1
         if self._cancelled:
             raise StopAsyncIteration
@@ -130,8 +133,10 @@ class ReopeningStream(Generic[T]):
         self._cancelled = True
 
     def cancel(self) -> None:
-        """Stop the stream; a pending ``__anext__`` ends the iteration."""
+        """Stop the stream; a pending ``__anext__`` ends the iteration (at once, even while it
+        waits to reopen a stream the daemon ended)."""
         self._cancelled = True
+        self._woken.set()
         self._call.cancel()
 
     async def __aexit__(self, *exc: object) -> None:
