@@ -58,10 +58,11 @@ def new_runtime(target: str) -> Runtime:
 
 
 def suspend(rt: Runtime) -> tuple[str, TaskResult]:
-    """Spawn the agent under root, wake it, and wait for its (pending) result."""
-    handle = rt.spawn(rt.root, AGENT)
-    rt.wake(handle, PROMPT)
-    return handle, rt.wait(handle, timeout=30)
+    """Spawn the agent under root, wake it and wait for its (pending) result, in one call."""
+    woken = rt.spawn(rt.root, AGENT, prompt=PROMPT, wait=30)
+    # no result only when a daemon shutdown cut the wait short: the wake is durable, wait for it
+    result = woken.result if woken.result is not None else rt.wait(woken.handle, timeout=30)
+    return woken.handle, result
 
 
 class Checks:

@@ -56,11 +56,11 @@ export function newRuntime(target, extra = {}) {
   return Runtime.new({ target, registry: reg, transport: mockTransport, ...extra });
 }
 
-/** Spawn the agent under root, wake it, and wait for its (pending) result. */
+/** Spawn the agent under root, wake it and wait for its (pending) result, in one call. */
 export async function suspend(rt) {
-  const handle = await rt.spawn(rt.root, AGENT);
-  await rt.wake(handle, PROMPT);
-  return [handle, await rt.wait(handle, { timeoutMs: 30_000 })];
+  const { handle, result } = await rt.spawn(rt.root, AGENT, { prompt: PROMPT, waitMs: 30_000 });
+  // no result only when a daemon shutdown cut the wait short: the wake is durable, wait for it
+  return [handle, result ?? await rt.wait(handle, { timeoutMs: 30_000 })];
 }
 
 /** Prints each verified fact; remembers whether any failed. */

@@ -147,3 +147,65 @@ def test_action_id_is_stable_across_a_resume_and_new_for_the_next_action(daemon:
     (c1, a1, _), (c1b, a1b, answered), (c2, a2, _), _ = seen
     assert a1 == a1b and answered and a1 and a2 and a1 != a2, seen
     assert ids == [f"secret:{a1}", f"secret:{a2}"] and c2 != c1
+
+
+def test_a_plain_tool_calls_back_into_its_runtime(daemon: DaemonProcess) -> None:
+    """A blocking client's plain tool runs in the client's thread pool, not on its loop: it may use
+    the runtime's blocking verbs (here: spawn a helper, wait for its fused turn, read a snapshot)."""
+    seen: dict[str, Any] = {}
+    holder: list[Runtime] = []
+
+    def delegate(args: dict[str, Any], ctx: Context) -> str:
+        rt = holder[0]
+        helper = rt.spawn(rt.root, "helper", prompt="say ok", wait=30)
+        seen["helper"] = helper.result.text if helper.result else None
+        seen["state"] = rt.snapshot(ctx.handle).state
+        seen["thread"] = threading.current_thread().name
+        return "delegated"
+
+    reg = registry(agent(AGENT, uses={"tools": [Tool("delegate", execute=delegate)]}), agent("helper"))
+
+    def transport(request: dict[str, Any]) -> dict[str, Any]:
+        return {"status": 200, "body": mock_model(request["body"])}
+
+    with Runtime.new(daemon.target, reg, transport=transport) as rt:
+        holder.append(rt)
+        woken = rt.spawn(rt.root, AGENT, prompt="delegate it", wait=30)
+        assert woken.result is not None and (woken.result.status, woken.result.text) == ("done", "delegated")
+    assert seen == {"helper": "ok", "state": "running", "thread": seen["thread"]}
+    assert seen["thread"].startswith("toolnexus-call")
+
+
+def test_an_async_tool_of_a_blocking_client_may_not_block_its_loop(daemon: DaemonProcess) -> None:
+    """An ``async def`` tool runs on the client's loop: a blocking verb there would wait for that
+    very loop forever, so it is refused with a RuntimeError saying what to use instead."""
+    holder: list[Runtime] = []
+
+    async def blocks(args: dict[str, Any], ctx: Context) -> str:
+        holder[0].snapshot(ctx.handle)
+        return "unreachable"
+
+    reg = registry(agent(AGENT, uses={"tools": [Tool("blocks", execute=blocks)]}))
+
+    def transport(request: dict[str, Any]) -> dict[str, Any]:
+        return {"status": 200, "body": mock_model(request["body"])}
+
+    with Runtime.new(daemon.target, reg, transport=transport) as rt:
+        holder.append(rt)
+        woken = rt.spawn(rt.root, AGENT, prompt="go", wait=30)
+        assert woken.result is not None and woken.result.status == "done"
+        assert woken.result.text is not None and "RuntimeError" in woken.result.text
+        assert "use toolnexus_client.aio there" in woken.result.text
+
+
+def test_detach_ends_the_clients_threads(daemon: DaemonProcess) -> None:
+    """A detached client leaves no thread of its own behind, and its verbs say it is closed."""
+    before = {t.ident for t in threading.enumerate()}
+    rt = Runtime.new(daemon.target, REGISTRY, llm=NO_MODEL)
+    rt.list()
+    rt.detach()
+    rt.detach()  # idempotent
+    left = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("toolnexus")]
+    assert left == []
+    with pytest.raises(ValueError, match="this client is closed"):
+        rt.list()

@@ -1,7 +1,9 @@
-"""How a worker answers the daemon's calls (``_dispatch``), without any server."""
+"""How a worker answers the daemon's calls (the core's ``aio._dispatch``, which both clients run),
+without any server; plain functions as a blocking client's are."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -9,8 +11,9 @@ import pytest
 
 from toolnexus_client import Answer, Context, Request, Tool, ToolResult
 from toolnexus_client import _convert as convert
-from toolnexus_client._dispatch import Dispatcher, run_llm, run_resolve, run_tool, to_tool_result
+from toolnexus_client._dispatch import to_tool_result
 from toolnexus_client._gen import runtime_pb2 as pb
+from toolnexus_client.aio._dispatch import Dispatcher, run_llm, run_resolve, run_tool
 
 
 def tool_call(tool: str, call_id: str = "c1", args: dict[str, Any] | None = None,
@@ -29,28 +32,28 @@ def secret_action(args: dict[str, Any], ctx: Context) -> ToolResult | str:
 TOOLS = {"secret_action": Tool("secret_action", execute=secret_action)}
 
 
-def test_a_suspending_tool_then_its_answer() -> None:
+async def test_a_suspending_tool_then_its_answer() -> None:
     """No answer → an outcome with the pending Request; with an answer → the output text."""
-    first = run_tool("rt", TOOLS, tool_call("secret_action"))
+    first = await run_tool("rt", TOOLS, tool_call("secret_action"))
     assert first.HasField("pending") and not first.is_error
     assert (first.call_id, first.pending.id, first.pending.kind) == ("c1", "auth:root/a.1", "authorization")
-    second = run_tool("rt", TOOLS, tool_call("secret_action", "c2", answer=pb.Answer(id="auth:root/a.1",
-                                                                                     ok=True)))
+    second = await run_tool("rt", TOOLS, tool_call("secret_action", "c2",
+                                                   answer=pb.Answer(id="auth:root/a.1", ok=True)))
     assert (second.call_id, second.output, second.HasField("pending")) == ("c2", "action performed", False)
 
 
-def test_a_raising_tool_is_an_error_outcome() -> None:
+async def test_a_raising_tool_is_an_error_outcome() -> None:
     """An exception becomes is_error with "tool <name> raised <Type>: <msg>"."""
     def boom(args: dict[str, Any], ctx: Context) -> str:
         raise KeyError("missing")
 
-    outcome = run_tool("rt", {"boom": Tool("boom", execute=boom)}, tool_call("boom"))
+    outcome = await run_tool("rt", {"boom": Tool("boom", execute=boom)}, tool_call("boom"))
     assert outcome.is_error and outcome.output == "tool boom raised KeyError: 'missing'"
 
 
-def test_an_unserved_tool_is_an_error_outcome() -> None:
+async def test_an_unserved_tool_is_an_error_outcome() -> None:
     """A call for a tool this worker does not serve is answered, as an error naming it."""
-    outcome = run_tool("rt", TOOLS, tool_call("other"))
+    outcome = await run_tool("rt", TOOLS, tool_call("other"))
     assert outcome.is_error and "other" in outcome.output
 
 
@@ -68,7 +71,7 @@ def test_return_values_coerce_to_tool_results(value: Any, expected: ToolResult) 
     assert to_tool_result(value) == expected
 
 
-def test_a_redelivered_call_id_runs_once() -> None:
+async def test_a_redelivered_call_id_runs_once() -> None:
     """The same call_id again — even while the first run is in flight — gets the first run's reply."""
     release, runs = threading.Event(), []
 
@@ -83,28 +86,28 @@ def test_a_redelivered_call_id_runs_once() -> None:
         again = dispatcher.submit(pb.DaemonMessage(tool_call=tool_call("slow", "c7")))
         release.set()
         assert first is again and first is not None
-        assert first.result(10).tool_outcome.output == "ran 1"
+        assert (await asyncio.wait_for(first, 10)).tool_outcome.output == "ran 1"
         later = dispatcher.submit(pb.DaemonMessage(tool_call=tool_call("slow", "c7")))
-        assert later is not None and later.result(10).tool_outcome.output == "ran 1"
+        assert later is not None and (await asyncio.wait_for(later, 10)).tool_outcome.output == "ran 1"
         assert runs == ["c7"]
     finally:
         dispatcher.close()
 
 
-def test_the_cache_is_bounded() -> None:
+async def test_the_cache_is_bounded() -> None:
     """Past its size the oldest finished call_id is forgotten (and would run again)."""
     dispatcher = Dispatcher("rt", TOOLS, cache_size=2)
     try:
         for n in range(4):
             future = dispatcher.submit(pb.DaemonMessage(tool_call=tool_call("secret_action", f"c{n}")))
             assert future is not None
-            future.result(10)
+            await asyncio.wait_for(future, 10)
         assert list(dispatcher._cache) == ["c2", "c3"]
     finally:
         dispatcher.close()
 
 
-def test_welcome_is_not_a_call() -> None:
+async def test_welcome_is_not_a_call() -> None:
     """Only call kinds are scheduled."""
     dispatcher = Dispatcher("rt", TOOLS)
     try:
@@ -117,7 +120,7 @@ def llm_call(body: dict[str, Any]) -> pb.LlmCall:
     return pb.LlmCall(call_id="m1", handle="root", body=convert.struct_from(body))
 
 
-def test_llm_call_goes_through_the_transport() -> None:
+async def test_llm_call_goes_through_the_transport() -> None:
     """The transport sees {"body": request} and its {"status", "headers", "body"} becomes the reply."""
     seen: list[dict[str, Any]] = []
 
@@ -125,35 +128,35 @@ def test_llm_call_goes_through_the_transport() -> None:
         seen.append(request)
         return {"status": 200, "headers": {}, "body": {"choices": [{"message": {"content": "hi"}}]}}
 
-    reply = run_llm(transport, llm_call({"model": "m", "max_tokens": 64, "messages": []}))
+    reply = await run_llm(transport, llm_call({"model": "m", "max_tokens": 64, "messages": []}))
     assert seen == [{"body": {"model": "m", "max_tokens": 64, "messages": []}}]
     assert reply.call_id == "m1" and reply.status == 200 and not reply.error
     assert convert.dict_from(reply.body)["choices"][0]["message"]["content"] == "hi"
 
 
-def test_llm_reply_shapes() -> None:
+async def test_llm_reply_shapes() -> None:
     """A JSON-text body is parsed, a text error body is wrapped, a bare completion is a 200."""
-    text = run_llm(lambda r: {"status": 201, "body": '{"id": "x"}'}, llm_call({}))
+    text = await run_llm(lambda r: {"status": 201, "body": '{"id": "x"}'}, llm_call({}))
     assert (text.status, convert.dict_from(text.body)) == (201, {"id": "x"})
-    failed = run_llm(lambda r: {"status": 503, "body": "busy"}, llm_call({}))
+    failed = await run_llm(lambda r: {"status": 503, "body": "busy"}, llm_call({}))
     assert (failed.status, convert.dict_from(failed.body)) == (503, {"error": {"message": "busy"}})
-    bare = run_llm(lambda r: {"choices": []}, llm_call({}))
+    bare = await run_llm(lambda r: {"choices": []}, llm_call({}))
     assert (bare.status, convert.dict_from(bare.body)) == (200, {"choices": []})
 
 
-def test_a_failing_transport_is_an_error_reply() -> None:
+async def test_a_failing_transport_is_an_error_reply() -> None:
     """An exception in the transport (or no transport) sets LlmReply.error."""
     def broken(request: dict[str, Any]) -> dict[str, Any]:
         raise ConnectionError("refused")
 
-    assert run_llm(broken, llm_call({})).error == "transport raised ConnectionError: refused"
-    assert run_llm(None, llm_call({})).error
+    assert (await run_llm(broken, llm_call({}))).error == "transport raised ConnectionError: refused"
+    assert (await run_llm(None, llm_call({}))).error
 
 
-def test_resolve_asks_the_resolver() -> None:
+async def test_resolve_asks_the_resolver() -> None:
     """The resolver's answer (dict or Answer) is sent back; a failure declines as cancelled."""
     call = pb.Resolve(call_id="r1", handle="root", request=pb.Request(id="q", kind="approval", prompt="p"))
-    reply = run_resolve(lambda req: {"id": req.id, "ok": True, "data": {"by": "bot"}}, call)
+    reply = await run_resolve(lambda req: {"id": req.id, "ok": True, "data": {"by": "bot"}}, call)
     assert convert.answer_from_pb(reply.answer) == Answer("q", True, data={"by": "bot"})
-    declined = run_resolve(None, call)
+    declined = await run_resolve(None, call)
     assert convert.answer_from_pb(declined.answer) == Answer("q", False, reason="cancelled")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 from tests.e2e.test_crash_reattach import AGENT, REGISTRY, free_port, mock_transport
@@ -94,3 +95,34 @@ async def _resume_when_served(rt: aio.Runtime, request_id: str) -> None:
             return
         except Unavailable:
             await asyncio.sleep(0.2)
+
+
+def test_cancel_ends_a_watch_waiting_to_reopen_at_once(tmp_path: Path) -> None:
+    """While the daemon is gone the watch waits between reopenings (up to 2 s); ``cancel()`` from
+    another thread ends the iteration then and there, not after that wait."""
+    proc = DaemonProcess(tmp_path / "data", listen=(f"127.0.0.1:{free_port()}",)).start()
+    try:
+        with Runtime.new(target=proc.target, registry=REGISTRY, transport=mock_transport) as rt:
+            rt.spawn(rt.root, AGENT)
+            stream = rt.watch()
+            ended = threading.Event()
+            errors: list[BaseException] = []
+
+            def consume() -> None:
+                try:
+                    for _ in stream:
+                        pass
+                except BaseException as exc:  # what the thread would die of
+                    errors.append(exc)
+                ended.set()
+
+            threading.Thread(target=consume, daemon=True).start()
+            proc.kill9()
+            time.sleep(3.5)  # past 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s of backoff: in the 2 s wait now
+            assert not ended.is_set()
+            t0 = time.monotonic()
+            stream.cancel()
+            assert ended.wait(5) and errors == []
+            assert time.monotonic() - t0 < 0.3
+    finally:
+        proc.stop()

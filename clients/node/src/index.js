@@ -8,9 +8,9 @@
 //   const rt = await Runtime.new({ target: '127.0.0.1:50051',         // make run
 //     llm: { style: 'openai', baseUrl: 'http://127.0.0.1:8099/v1', model: 'dev' },   // make dev-model
 //     registry: registry(agent('operator', { does: 'acts', uses: { tools: [secretAction] } })) });
-//   const h = await rt.spawn(rt.root, 'operator');                  // 'root/operator.1'
-//   await rt.wake(h, 'please perform the secret action');
-//   const r = await rt.wait(h);                   // status 'pending', r.pending.kind 'authorization'
+//   const { handle: h, result: r } = await rt.spawn(rt.root, 'operator',   // spawn, wake, wait: one call
+//     { prompt: 'please perform the secret action', waitMs: 60_000 });      // 'root/operator.1'
+//   // r.status 'pending', r.pending.kind 'authorization' (a turn longer than waitMs: rt.wait(h))
 //   await rt.resume({ id: r.pending.id, ok: true });
 //   (await rt.snapshot(h)).lastResult.text;       // 'action performed'
 //

@@ -18,9 +18,8 @@ background thread. Against the daemon of ``make run`` and the scripted model of
     reg = registry(agent("operator", does="acts after approval", uses={"tools": [tool]}))
     llm = {"style": "openai", "base_url": "http://127.0.0.1:8099/v1", "model": "dev"}
     rt = Runtime.new(target="127.0.0.1:50051", registry=reg, llm=llm)
-    h = rt.spawn(rt.root, "operator")       # "root/operator.1"
-    rt.wake(h, "please perform the secret action")
-    result = rt.wait(h)                     # status "pending", result.pending.kind "authorization"
+    woken = rt.spawn(rt.root, "operator", prompt="please perform the secret action", wait=60)
+    h, result = woken.handle, woken.result  # "root/operator.1"; status "pending", kind "authorization"
     rt.resume({"id": result.pending.id, "ok": True})
     rt.snapshot(h).last_result.text         # "action performed"
 

@@ -15,6 +15,9 @@ from . import _convert as convert
 from ._gen import runtime_pb2 as pb
 from ._types import Request
 
+# a bound on the pages an iterator walks: a daemon handing out tokens forever must not loop us forever
+MAX_PAGES = 100_000
+
 
 class PendingChangeType(StrEnum):
     """What a ``WatchPending`` message says: an open suspension appeared or went, or the first

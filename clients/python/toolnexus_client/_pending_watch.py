@@ -9,29 +9,19 @@ the backoff of ``ResumePolicy``: the full list arrives again, followed by a new
 ``ADDED`` between reopening and ``SYNCED`` (``reopened`` counts the reopenings).
 Any other error, or UNAVAILABLE for longer than the policy allows, ends
 iteration with the error; ``cancel()`` ends it quietly.
+
+A blocking face over the asyncio core's stream (``toolnexus_client.aio._pending``),
+iterated on the client's loop like ``EventStream``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from ._pending import PendingChange, change_from_pb
-from ._watch import RESUME, ReopeningStream, ResumePolicy
+from ._pending import PendingChange
+from ._watch import StreamFace
 
 
-class PendingStream(ReopeningStream[PendingChange]):
+class PendingStream(StreamFace[PendingChange]):
     """Changes of the open suspensions, starting with the full list (again after each reopen)."""
-
-    def __init__(self, open_call: Callable[[], Any], resume: ResumePolicy = RESUME) -> None:
-        self._open = open_call
-        super().__init__(resume)
-
-    def _open_again(self) -> Any:
-        return self._open()  # a list-watch has nothing to resume from: the full list again
-
-    def _converted(self, message: Any) -> PendingChange:
-        return change_from_pb(message)
 
     def __enter__(self) -> PendingStream:
         return self

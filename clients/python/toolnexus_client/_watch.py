@@ -1,151 +1,75 @@
 """EventStream: the iterator ``Runtime.watch`` returns over a server-streaming ``Watch`` call.
 
-It converts each protobuf Event, translates stream errors into ToolnexusError,
-and can be cancelled from any thread (``cancel()``, leaving a ``with`` block,
-or the runtime's ``detach()``/``shutdown()``), after which iteration simply
-stops: the end of a stream this process asked for is not an error.
-
-A stream the daemon ends with UNAVAILABLE — it restarted, it is shutting down, or in a
-cluster the runtime moved to another daemon — is opened again after the last seq
-received, with backoff, so iteration goes on with no gap and no duplicate
-(``resume_policy``). So is a Watch the daemon ended with RESOURCE_EXHAUSTED because
-its reader fell behind the live events: that status carries the seq to resume after
-in its trailing metadata (``x-toolnexus-resume-after-seq``). Any other error (a
-RESOURCE_EXHAUSTED without it: too many streams), or UNAVAILABLE for longer than the
-policy allows, ends iteration with the error.
+A blocking face over the asyncio core's stream (``toolnexus_client.aio._watch``,
+which owns the conversion, the error translation and the reopening after
+UNAVAILABLE or a Watch that fell behind, with no gap and no duplicate):
+``next`` waits for the core's next item on the client's loop. It can be
+cancelled from any thread (``cancel()``, leaving a ``with`` block, or the
+runtime's ``detach()``/``shutdown()``), after which iteration simply stops:
+the end of a stream this process asked for is not an error.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import Iterator
+from typing import Generic, TypeVar
 
-import grpc
-
-from . import _convert as convert
+from ._loop import ClientClosed, LoopThread
 from ._types import Event
-from .errors import from_rpc_error
+from .aio._watch import RESUME, RESUME_AFTER, ResumePolicy, resume_after
+from .aio._watch import ReopeningStream as CoreStream
+from .errors import Cancelled
 
+__all__ = ["RESUME", "RESUME_AFTER", "EventStream", "ResumePolicy", "StreamFace", "resume_after"]
 
-@dataclass(frozen=True)
-class ResumePolicy:
-    """How long a watch keeps reopening a stream the daemon ended with UNAVAILABLE: up to
-    ``attempts`` tries in a row, waiting ``first_s`` doubling to ``max_s`` between them."""
-
-    attempts: int = 30
-    first_s: float = 0.1
-    max_s: float = 2.0
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.max_s, self.first_s * 2.0 ** attempt))
-
-
-RESUME = ResumePolicy()
-# the trailer of a Watch the daemon ended because its reader fell behind: the seq to resume after
-RESUME_AFTER = "x-toolnexus-resume-after-seq"
-Opener = Callable[[int], Any]
 T = TypeVar("T")
 
 
-class ReopeningStream(Generic[T]):
-    """A server stream that is opened again after UNAVAILABLE (``ResumePolicy``): where from is
-    the subclass's ``_open_again``, what a message becomes its ``_converted``. ``cancel()`` from
-    any thread ends iteration quietly."""
+class StreamFace(Generic[T]):
+    """A core stream iterated from a plain thread; ``cancel()`` from any thread ends it quietly."""
 
-    def __init__(self, resume: ResumePolicy) -> None:
-        self._resume = resume
-        self._cancelled = False
-        self._stop = threading.Event()
-        self._failures = 0
-        self.reopened = 0  # how many times the stream was opened again
-        self._call = self._open_again()
+    def __init__(self, core: CoreStream[T], loop: LoopThread) -> None:
+        self._core = core
+        self._loop = loop
 
-    def _open_again(self) -> Any:
-        raise NotImplementedError
-
-    def _converted(self, message: Any) -> T:
-        raise NotImplementedError
-
-    def _resumable(self, err: grpc.RpcError) -> bool:
-        """Whether the stream ``err`` ended is opened again: UNAVAILABLE (a subclass adds more)."""
-        return bool(err.code() is grpc.StatusCode.UNAVAILABLE)
+    @property
+    def reopened(self) -> int:
+        """How many times the stream was opened again."""
+        return self._core.reopened
 
     def __iter__(self) -> Iterator[T]:
         return self
 
     def __next__(self) -> T:
-        while True:
-            try:
-                message = next(self._call)
-            except grpc.RpcError as err:
-                if self._cancelled:
-                    raise StopIteration from None
-                if not self._reopen(err):
-                    raise from_rpc_error(err) from err
-                continue
-            self._failures = 0
-            return self._converted(message)
-
-    def _reopen(self, err: grpc.RpcError) -> bool:
-        """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
-        if not self._resumable(err) or self._failures >= self._resume.attempts:
-            return False
-        self._stop.wait(self._resume.delay(self._failures))
-        self._failures += 1
-        if self._cancelled:
-            raise StopIteration
-        self._call = self._open_again()
-        self.reopened += 1
-        return True
+        try:
+            return self._loop.run(_next(self._core))
+        except StopAsyncIteration:
+            raise StopIteration from None
+        except (ClientClosed, Cancelled):
+            if self._core.cancelled:  # detached while (or before) waiting: the stream just ends
+                raise StopIteration from None
+            raise
 
     def cancel(self) -> None:
         """Stop the stream; a thread blocked in ``next`` gets StopIteration."""
-        self._cancelled = True
-        self._stop.set()
-        self._call.cancel()
+        self._core.ending()  # before the loop runs cancel(): a racing next() ends quietly
+        self._loop.call_soon(self._core.cancel)
 
     def __exit__(self, *exc: object) -> None:
         self.cancel()
 
 
-class EventStream(ReopeningStream[Event]):
+async def _next(core: CoreStream[T]) -> T:
+    return await core.__anext__()
+
+
+class EventStream(StreamFace[Event]):
     """Events of one runtime in ``seq`` order: the stored ones after ``after_seq``, then live ones."""
-
-    def __init__(self, open_call: Opener, after_seq: int = 0, resume: ResumePolicy = RESUME) -> None:
-        self._open, self._last = open_call, after_seq
-        super().__init__(resume)
-
-    def _open_again(self) -> Any:
-        return self._open(self._last)  # after the last seq received: no gap, no duplicate
-
-    def _converted(self, message: Any) -> Event:
-        event = convert.event_from_pb(message)
-        self._last = event.seq or self._last  # a live text delta has no seq
-        return event
-
-    def _resumable(self, err: grpc.RpcError) -> bool:
-        after = resume_after(err)
-        if after is not None:  # every event up to it was sent (or filtered out): go on after it
-            self._last = max(self._last, after)
-            return True
-        return super()._resumable(err)
 
     def ending(self) -> None:
         """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
         ends iteration quietly, while events already on their way are still delivered."""
-        self._cancelled = True
+        self._core.ending()
 
     def __enter__(self) -> EventStream:
         return self
-
-
-def resume_after(err: Any) -> int | None:
-    """The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else None."""
-    if err.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return None
-    for key, value in err.trailing_metadata() or ():
-        if key == RESUME_AFTER and str(value).isdigit():
-            return int(value)
-    return None

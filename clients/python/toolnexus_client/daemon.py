@@ -13,14 +13,16 @@ shown only when their key is passed (``runtime_key``; the daemon takes one key
 per call, so a caller holding several keys makes one ``Daemon`` per key).
 ``target``/``token`` default to ``$TOOLNEXUS_TARGET``/``$TOOLNEXUS_TOKEN`` as
 ``Runtime.new`` does.
+
+A blocking face over ``toolnexus_client.aio.Daemon`` (the core) on a private
+event loop (``_loop.LoopThread``): ``_rpc`` runs the core's call there, with its
+error mapping, and ``watch_pending`` iterates the core's stream.
 """
 
 from __future__ import annotations
 
 import builtins
-import threading
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -31,8 +33,8 @@ from . import _daemon_calls as calls
 from . import _pending as pending
 from ._daemon_calls import Created
 from ._gen import runtime_pb2 as pb
-from ._gen import runtime_pb2_grpc as pb_grpc
-from ._pending import PendingItem, PendingPage, RuntimePage, RuntimeSummary
+from ._loop import LoopThread
+from ._pending import MAX_PAGES, PendingItem, PendingPage, RuntimePage, RuntimeSummary
 from ._pending_watch import PendingStream
 from ._types import (
     Answer,
@@ -44,12 +46,12 @@ from ._types import (
     VersionUse,
     Woken,
 )
-from ._watch import RESUME, EventStream, ResumePolicy
-from .errors import from_rpc_error
+from ._watch import EventStream
+from .aio._daemon import Daemon as CoreDaemon
+
+__all__ = ["MAX_PAGES", "Daemon"]
 
 R = TypeVar("R")
-# a bound on the pages an iterator walks: a daemon handing out tokens forever must not loop us forever
-MAX_PAGES = 100_000
 
 
 class Daemon:
@@ -58,15 +60,11 @@ class Daemon:
     def __init__(self, target: str | None = None, *, token: str | None = None,
                  runtime_key: str | None = None,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
-        resolved = common.resolve_target(target)
-        self.target = resolved
-        self._channel = (grpc.secure_channel(resolved, credentials, options=common.CHANNEL_OPTIONS)
-                         if credentials is not None
-                         else grpc.insecure_channel(resolved, options=common.CHANNEL_OPTIONS))
-        self._stub = pb_grpc.AgentRuntimeStub(self._channel)
-        self._metadata = common.call_metadata(common.resolve_token(token), runtime_key)
-        self._streams: weakref.WeakSet[PendingStream | EventStream] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        self._loop = LoopThread(1, name="toolnexus-daemon-client")
+        self._core = self._loop.call(lambda: CoreDaemon(target, token=token, runtime_key=runtime_key,
+                                                        credentials=credentials))
+        self.target = self._core.target
+        self._stub, self._metadata = self._core._stub, self._core._metadata
 
     def list_pending(self, runtime_id: str | None = None, kind: str | None = None, min_age_ms: int = 0,
                      max_age_ms: int = 0, page_size: int = 0, page_token: str = "",
@@ -106,11 +104,7 @@ class Daemon:
     def watch_pending(self, runtime_id: str | None = None, kind: str | None = None) -> PendingStream:
         """The open suspensions (an ADDED each, then SYNCED), then ADDED / REMOVED live; reopened
         from the start after UNAVAILABLE (see ``PendingStream``)."""
-        request = pending.watch_pending_request(runtime_id, kind)
-        stream = PendingStream(lambda: self._stub.WatchPending(request, metadata=self._metadata))
-        with self._lock:
-            self._streams.add(stream)
-        return stream
+        return PendingStream(self._loop.call(lambda: self._core.watch_pending(runtime_id, kind)), self._loop)
 
     def resume(self, runtime_id: str, answer: Answer | Mapping[str, Any], handle: str | None = None,
                no_wait: bool = False, timeout: float | None = None, *,
@@ -143,15 +137,8 @@ class Daemon:
         ``reopen=False``: a stream the daemon ends with UNAVAILABLE ends iteration with the error,
         for a caller that reopens it itself (after ``Event.seq`` of the last event it kept)."""
         kinds = builtins.list(types or ())
-
-        def open_call(after: int) -> Any:
-            request = common.watch_request(runtime_id, after, kinds, handle)
-            return self._stub.Watch(request, metadata=self._metadata)
-
-        stream = EventStream(open_call, after_seq, RESUME if reopen else ResumePolicy(attempts=0))
-        with self._lock:
-            self._streams.add(stream)
-        return stream
+        core = self._loop.call(lambda: self._core.watch(runtime_id, after_seq, kinds, handle, reopen=reopen))
+        return EventStream(core, self._loop)
 
     def new_runtime(self, definition: Mapping[str, Any], runtime_id: str | None = None,
                     runtime_key: str | None = None, timeout: float | None = 30.0) -> Created:
@@ -200,11 +187,11 @@ class Daemon:
 
     def close(self) -> None:
         """End every watch this object opened and close the channel. Idempotent."""
-        with self._lock:
-            streams = list(self._streams)
-        for stream in streams:
-            stream.cancel()
-        self._channel.close()
+        if not self._loop.closed:
+            try:
+                self._loop.run(self._core.close())
+            finally:
+                self._loop.close()
 
     def __enter__(self) -> Daemon:
         return self
@@ -212,8 +199,6 @@ class Daemon:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _rpc(self, method: Callable[..., R], request: Any, timeout: float | None) -> R:
-        try:
-            return method(request, metadata=common.with_trace(self._metadata), timeout=timeout)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from err
+    def _rpc(self, method: Callable[..., Awaitable[R]], request: Any, timeout: float | None) -> R:
+        """One call of the core's stub, run by the core on the loop (its error mapping included)."""
+        return self._loop.run(self._core._rpc(method, request, timeout))

@@ -18,9 +18,8 @@ The same verbs as the blocking ``toolnexus_client.Runtime``, as coroutines;
     reg = registry(agent("operator", does="acts after approval", uses={"tools": [tool]}))
     llm = {"style": "openai", "base_url": "http://127.0.0.1:8099/v1", "model": "dev"}  # make dev-model
     async with await Runtime.new("127.0.0.1:50051", registry=reg, llm=llm) as rt:
-        h = await rt.spawn(rt.root, "operator")   # "root/operator.1"
-        await rt.wake(h, "please perform the secret action")
-        result = await rt.wait(h)                 # status "pending"
+        woken = await rt.spawn(rt.root, "operator", prompt="please perform the secret action", wait=60)
+        result = woken.result                     # spawned, woken and settled in one call: "pending"
         await rt.resume({"id": result.pending.id, "ok": True})
 
 ``Daemon`` lists and watches the open suspensions across runtimes (docs/protocol.md §10).

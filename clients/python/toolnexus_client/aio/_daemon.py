@@ -22,7 +22,7 @@ from .. import _pending as pending
 from .._daemon_calls import Created
 from .._gen import runtime_pb2 as pb
 from .._gen import runtime_pb2_grpc as pb_grpc
-from .._pending import PendingItem, PendingPage, RuntimePage, RuntimeSummary
+from .._pending import MAX_PAGES, PendingItem, PendingPage, RuntimePage, RuntimeSummary
 from .._types import (
     Answer,
     HandleSnapshot,
@@ -33,11 +33,9 @@ from .._types import (
     VersionUse,
     Woken,
 )
-from .._watch import RESUME, ResumePolicy
-from ..daemon import MAX_PAGES
 from ..errors import from_rpc_error
 from ._pending import PendingStream
-from ._watch import EventStream
+from ._watch import RESUME, EventStream, ResumePolicy
 
 R = TypeVar("R")
 

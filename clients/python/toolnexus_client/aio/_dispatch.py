@@ -1,10 +1,15 @@
-"""The asyncio dispatcher: each daemon call becomes a task on the event loop, deduplicated by call_id.
+"""The dispatcher: each daemon call becomes a task on the event loop, deduplicated by call_id.
 
-Same contract as the blocking ``_dispatch`` (ToolCall → ToolOutcome, LlmCall →
-LlmReply, Resolve → ResolveReply; a redelivered call_id is answered from the
-first run, even while it is still running; user code never crashes the
-worker), with coroutines instead of a thread pool. A plain function is
-accepted too and runs in ``asyncio.to_thread`` so it cannot block the loop.
+The one implementation for both clients. Owns the three call kinds of
+docs/protocol.md §6 (ToolCall → ToolOutcome, LlmCall → LlmReply, Resolve →
+ResolveReply) and the deduplication by ``call_id``: the daemon redelivers a
+call (same id) when the stream that held it broke, so the dispatcher keeps a
+bounded map of call_id → task and answers a redelivery from it, without
+running the tool twice, even while the first run is still in flight. User
+code never crashes the worker: an exception becomes an error reply. A
+coroutine function runs on the loop; a plain one runs in ``asyncio.to_thread``
+(the loop's default executor: a blocking client's pool of ``max_workers``
+threads) so it cannot block the loop.
 """
 
 from __future__ import annotations

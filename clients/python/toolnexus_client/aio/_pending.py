@@ -1,8 +1,8 @@
 """PendingStream: the async iterator ``aio.Daemon.watch_pending`` returns over ``WatchPending``.
 
-The asyncio twin of ``toolnexus_client.PendingStream``: a list-watch that, after
-UNAVAILABLE, is opened again from the start (the full list, then ``SYNCED``)
-with the backoff of ``ResumePolicy``; ``cancel()`` ends it quietly.
+A list-watch that, after UNAVAILABLE, is opened again from the start (the full
+list, then ``SYNCED``) with the backoff of ``ResumePolicy``; ``cancel()`` ends it
+quietly. The blocking ``toolnexus_client.PendingStream`` iterates this one.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._pending import PendingChange, change_from_pb
-from .._watch import RESUME, ResumePolicy
-from ._watch import ReopeningStream
+from ._watch import RESUME, ReopeningStream, ResumePolicy
 
 
 class PendingStream(ReopeningStream[PendingChange]):

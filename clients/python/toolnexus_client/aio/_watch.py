@@ -1,18 +1,29 @@
 """EventStream: the async iterator ``aio.Runtime.watch`` returns over a server-streaming ``Watch`` call.
 
+The one implementation of the client's watches: the blocking ``EventStream`` and
+``PendingStream`` iterate these on their client's loop (``toolnexus_client._loop``).
+
 ``async for event in rt.watch(): ...`` converts each protobuf Event and
 translates stream errors into ToolnexusError. ``cancel()``, leaving an
 ``async with`` block, or the runtime's ``detach()``/``shutdown()`` end the
 iteration quietly: the end of a stream this process asked for is not an error.
-A stream the daemon ends with UNAVAILABLE is reopened after the last seq received, as
-the blocking client does (``ResumePolicy``), and so is a Watch it ended with
-RESOURCE_EXHAUSTED because the reader fell behind (after the seq its trailers name).
+
+A stream the daemon ends with UNAVAILABLE — it restarted, it is shutting down, or in a
+cluster the runtime moved to another daemon — is opened again after the last seq
+received, with backoff, so iteration goes on with no gap and no duplicate
+(``ResumePolicy``). So is a Watch the daemon ended with RESOURCE_EXHAUSTED because
+its reader fell behind the live events: that status carries the seq to resume after
+in its trailing metadata (``x-toolnexus-resume-after-seq``). Any other error (a
+RESOURCE_EXHAUSTED without it: too many streams), or UNAVAILABLE for longer than the
+policy allows, ends iteration with the error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -20,19 +31,47 @@ import grpc.aio
 
 from .. import _convert as convert
 from .._types import Event
-from .._watch import RESUME, ResumePolicy, resume_after
 from ..errors import from_rpc_error
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class ResumePolicy:
+    """How long a watch keeps reopening a stream the daemon ended with UNAVAILABLE: up to
+    ``attempts`` tries in a row, waiting ``first_s`` doubling to ``max_s`` between them."""
+
+    attempts: int = 30
+    first_s: float = 0.1
+    max_s: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.max_s, self.first_s * 2.0 ** attempt))
+
+
+RESUME = ResumePolicy()
+# the trailer of a Watch the daemon ended because its reader fell behind: the seq to resume after
+RESUME_AFTER = "x-toolnexus-resume-after-seq"
+
+
+def resume_after(err: Any) -> int | None:
+    """The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else None."""
+    if err.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in err.trailing_metadata() or ():
+        if key == RESUME_AFTER and str(value).isdigit():
+            return int(value)
+    return None
+
+
 class ReopeningStream(Generic[T]):
-    """The asyncio twin of ``toolnexus_client._watch.ReopeningStream``: reopened after
-    UNAVAILABLE from where ``_open_again`` says, messages turned into ``T`` by ``_converted``."""
+    """A server stream reopened after UNAVAILABLE (``ResumePolicy``) from where ``_open_again``
+    says, its messages turned into ``T`` by ``_converted``; ``cancel()`` ends iteration quietly."""
 
     def __init__(self, resume: ResumePolicy) -> None:
         self._resume = resume
         self._cancelled = False
+        self._woken = asyncio.Event()  # set by cancel(): a backoff between reopenings ends at once
         self._failures = 0
         self.reopened = 0  # how many times the stream was opened again
         self._call = self._open_again()
@@ -74,7 +113,8 @@ class ReopeningStream(Generic[T]):
         """After UNAVAILABLE: wait, then open the stream again (``_open_again``)."""
         if not self._resumable(err) or self._failures >= self._resume.attempts:
             return False
-        await asyncio.sleep(self._resume.delay(self._failures))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), self._resume.delay(self._failures))
         self._failures += 1
         if self._cancelled:
             raise StopAsyncIteration
@@ -82,9 +122,21 @@ class ReopeningStream(Generic[T]):
         self.reopened += 1
         return True
 
-    def cancel(self) -> None:
-        """Stop the stream; a pending ``__anext__`` ends the iteration."""
+    @property
+    def cancelled(self) -> bool:
+        """Whether the stream was cancelled (or is ``ending``): its end is then no error."""
+        return self._cancelled
+
+    def ending(self) -> None:
+        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
+        ends iteration quietly, while events already on their way are still delivered."""
         self._cancelled = True
+
+    def cancel(self) -> None:
+        """Stop the stream; a pending ``__anext__`` ends the iteration (at once, even while it
+        waits to reopen a stream the daemon ended)."""
+        self._cancelled = True
+        self._woken.set()
         self._call.cancel()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -113,11 +165,6 @@ class EventStream(ReopeningStream[Event]):
             self._last = max(self._last, after)
             return True
         return super()._resumable(err)
-
-    def ending(self) -> None:
-        """The stream is about to be ended on purpose (a shutdown): whatever breaks it from now on
-        ends iteration quietly, while events already on their way are still delivered."""
-        self._cancelled = True
 
     async def __aenter__(self) -> EventStream:
         return self

@@ -1,9 +1,15 @@
-"""The asyncio worker stream: one ``Connect`` per runtime, served by a task on the event loop.
+"""The worker stream: one ``Connect`` per runtime, served by a task on the event loop.
 
-The same protocol as the blocking ``_worker`` (hello, wait for Welcome, answer
-calls, reconnect with capped jittered backoff after a break, report a refusal
-that retrying cannot fix to ``start``), without threads: replies of finished
-call tasks go through an ``asyncio.Queue`` that feeds the request iterator.
+The one implementation of the client's worker (the blocking client runs this one
+on its own loop, ``toolnexus_client._loop``). A task opens the stream, sends
+``WorkerHello``, waits for ``Welcome`` and then hands every call to the
+``Dispatcher``; replies of finished call tasks go through an ``asyncio.Queue``
+that feeds the request iterator. When the stream breaks (the daemon restarted,
+or was killed), it reconnects with capped, jittered exponential backoff and
+says hello again; the daemon redelivers the calls it lost with the same
+call_id, which the dispatcher deduplicates. Before the first Welcome a refusal
+that retrying cannot fix (bad runtime id, bad credentials, no Connect at all)
+is reported to ``start`` instead.
 """
 
 from __future__ import annotations
@@ -20,11 +26,15 @@ import grpc.aio
 
 from .._gen import runtime_pb2 as pb
 from .._gen import runtime_pb2_grpc as pb_grpc
-from .._worker import FATAL_BEFORE_WELCOME
 from ..errors import ToolnexusError, Unavailable, from_rpc_error
 from ._dispatch import Dispatcher
 
 log = logging.getLogger("toolnexus_client")
+
+FATAL_BEFORE_WELCOME = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION,
+})
 
 _CLOSE = object()
 
