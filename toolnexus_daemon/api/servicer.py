@@ -88,7 +88,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
         self.forwarder: Forwarder | None = None
         # WatchPending's source; in a cluster it also polls the shared index for other daemons' changes
         poll_s = CLUSTER_POLL_S if engine.ownership is not None else None
-        self.pending = PendingHub(engine.store, poll_s=poll_s)
+        self.pending = PendingHub(engine.inbox, poll_s=poll_s)
         # open Watch and WatchPending streams per caller (--max-watch-streams-per-caller)
         self.streams = StreamLimit(self.facts.limits.max_watch_streams_per_caller)
 
@@ -330,14 +330,12 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def ListPending(self, request: pb.ListPendingRequest, context: Ctx) -> pb.ListPendingResponse:
         self._require_open()  # read from the (shared) store: any daemon of a cluster answers for all
         query = pending.pending_query(request, self._engine.clock.now())
-        seen = pending.Visibility(self._engine.store, presented_key(context))
-        return await asyncio.to_thread(pending.list_pending, self._engine.store, query, seen)
+        return await pending.list_pending(self._engine.inbox, query, presented_key(context))
 
     @unary
     async def ListRuntimes(self, request: pb.ListRuntimesRequest, context: Ctx) -> pb.ListRuntimesResponse:
         self._require_open()
-        seen = pending.Visibility(self._engine.store, presented_key(context))
-        out = await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+        out = await pending.list_runtimes(self._engine.inbox, request, presented_key(context))
         for summary in out.runtimes:  # native calls waiting here for a worker of their version
             summary.versions_without_worker.extend(self._hub.versions_waiting(summary.runtime_id))
         return out
@@ -354,7 +352,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
                            context: Ctx) -> AsyncGenerator[pb.PendingChange, None]:
         self._require_open()
         with self.streams.hold(context, "WatchPending"):
-            changes = watch(self.pending, self._engine.store, request, presented_key(context))
+            changes = watch(self.pending, self._engine.inbox, request, presented_key(context))
             try:
                 async for change in changes:
                     yield change

@@ -38,6 +38,7 @@ from . import links
 from .committer import AllowAll, CommitGuard, CommitStats, Committer
 from .deadlines import Deadlines
 from .detached import run_to_end
+from .inbox_reads import Inbox
 from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps
@@ -73,6 +74,8 @@ class Engine:
                  env_allow: EnvAllowList | None = None, ownership: Ownership | None = None,
                  tracer: Tracer = NOOP, tool_lister: ToolLister | None = None) -> None:
         self.store = store
+        # the pending inbox and the runtime list, read from the store's indexes (inbox_reads.py)
+        self.inbox = Inbox(store)
         # lists the tools of the MCP servers a New names (None: no MCP, in engine tests)
         self.tool_lister = tool_lister
         # the one commit path of every runtime: their changes share transactions (committer.py)
