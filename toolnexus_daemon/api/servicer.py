@@ -289,6 +289,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
     async def Snapshot(self, request: pb.SnapshotRequest, context: Ctx) -> pb.HandleSnapshot:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
+        await rt.fetch(request.handle)  # parked on disk: read off the event loop
         h = rt.snapshot(request.handle)
         return fit_snapshots([convert.snapshot_to(h, rt.definition_changed(h))],
                              self.facts.limits.max_message_bytes)[0]
@@ -380,6 +381,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base 
             async for reply in self.forwarder.stream("Watch", request, context, moved):
                 yield reply  # type: ignore[misc]
             return
+        await rt.fetch(request.handle)  # parked on disk: read off the event loop
         events = rt.watch(request.after_seq, types, request.handle)
         last = request.after_seq
         try:

@@ -26,7 +26,7 @@ from ..model import HandleState
 from . import wakes
 from .change import Change
 from .handle import Handle
-from .handles import HandleTable
+from .handles import HandleTable, Stored
 from .landing import Landing
 from .turn import run_turn
 
@@ -62,9 +62,10 @@ class RuntimeLifetime:
         self._healed_at = -HEAL_CALM_S
         self._heal_delay = HEAL_FIRST_S
 
-    def load(self) -> None:
-        """Read what recovery needs (the root and the store's recovery index) into the table."""
-        self._recovering = self._table.load_recovering()
+    def load(self, stored: list[Stored] | None = None) -> None:
+        """Read what recovery needs (the root and the store's recovery index) into the table
+        (``stored``: as ``handles.recovery_records`` read it through ``Store.read``)."""
+        self._recovering = self._table.load_recovering(stored)
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
         """Run ``h``'s turn as a task this lifetime tracks (and stops); ``landing``: the wake's
