@@ -30,8 +30,10 @@ from ..store.base import HandleKey, PendingQuery, PendingRow, Store
 
 # one call looks at most at this many rows per item of its page (hidden runtimes are skipped)
 SCAN_FACTOR = 10
-# a watch reads the open suspensions in pages of this many rows
-WATCH_PAGE = 1000
+# index rows one ``Store.read`` looks at (with their handle records): LMDB and memory read inline on
+# the event loop, about 45 µs a row with its record, so a hop holds the loop for about 10 ms at most
+# and a large page or a whole watch list is read in several, the loop serving calls in between
+HOP_ROWS = 250
 
 # the engine's logger (a name that stays put when the engine's modules move)
 log = logging.getLogger("toolnexus_daemon.engine")
@@ -158,7 +160,10 @@ class Inbox:
         self._store = store
 
     async def pending(self, query: PendingQuery, holds: Holds) -> PendingPage:
-        return await self._store.read(functools.partial(list_pending, query=query, seen=Visibility(holds)))
+        scan = PendingScan(query, Visibility(holds))
+        while scan.page is None:
+            await self._store.read(functools.partial(scan_pending, scan=scan))
+        return scan.page
 
     async def runtimes(self, after: str, size: int, holds: Holds) -> RuntimePage:
         return await self._store.read(functools.partial(list_runtimes, after=after, size=size,
@@ -177,8 +182,31 @@ class Inbox:
 
     async def open_suspensions(self, runtime_ids: set[str] | None,
                                known: Known) -> dict[SuspensionKey, OpenSuspension]:
-        """Every open suspension (of ``runtime_ids``; None: all), those in ``known`` not read again."""
-        return await self._store.read(functools.partial(read_open, runtime_ids=runtime_ids, known=known))
+        """Every open suspension (of ``runtime_ids``; None: all) with its item and the key its
+        runtime has now; those in ``known`` are not read again."""
+        if runtime_ids is None:
+            return await self._open_of(None, known)
+        out: dict[SuspensionKey, OpenSuspension] = {}
+        for rid in runtime_ids:
+            out.update(await self._open_of(rid, known))
+        return out
+
+    async def _open_of(self, runtime_id: str | None, known: Known,
+                       again: int = 2) -> dict[SuspensionKey, OpenSuspension]:
+        """The open suspensions (of one runtime), ``HOP_ROWS`` index rows a ``Store.read``."""
+        scan = OpenScan(runtime_id, known)
+        while not scan.done:
+            await self._store.read(functools.partial(scan_open, scan=scan))
+        # a runtime purged and created again while it was read may have lent one incarnation's key
+        # to the other's handle records: read it again (or leave its new items to the next change)
+        out = scan.found
+        moved = await self._store.read(functools.partial(_reincarnated, met=scan.incarnations))
+        for rid in moved:
+            fresh = {k: v for k, v in out.items() if k[0] != rid or k in known.get(rid, {})}
+            if again:
+                fresh.update(await self._open_of(rid, known, again - 1))
+            out = fresh
+        return out
 
     async def why_removed(self, items: list[PendingItem]) -> list[str]:
         """Why each suspension left the index, from what the store holds now."""
@@ -192,31 +220,60 @@ def _nobody(_key: str) -> bool:
 # ------------------------------------------------------------------ the inbox (inside Store.read)
 
 
+@dataclass
+class PendingScan:
+    """A page of the inbox being read, ``HOP_ROWS`` index rows at a time (``scan_pending``)."""
+
+    query: PendingQuery
+    seen: Visibility
+    items: list[PendingItem] = field(default_factory=list)
+    last: PendingRow | None = None
+    budget: int = 0
+    started: bool = False
+    page: PendingPage | None = None  # set once the page is read
+
+    def __post_init__(self) -> None:
+        self.last, self.budget = self.query.after, self.query.limit * SCAN_FACTOR
+
+
 def list_pending(store: Store, query: PendingQuery, seen: Visibility) -> PendingPage:
-    """One page: rows in index order, those of runtimes the caller may not see skipped; a runtime
-    filter naming an unknown runtime is NOT_FOUND, one whose key was not presented PERMISSION_DENIED."""
-    if query.runtime_id is not None:
-        seen.check(store, query.runtime_id)
-    wanted, budget = query.limit, query.limit * SCAN_FACTOR
-    out: list[PendingItem] = []
-    last = query.after
-    while budget > 0:
-        ask = min(budget, wanted)
-        rows = store.pending(replace(query, after=last, limit=ask))
-        budget -= len(rows)
-        visible = [row for row in rows if seen.sees(store, row.runtime_id)]
-        records = dict(zip(visible, _records(store, [(r.runtime_id, r.handle_id) for r in visible]),
-                           strict=True))
-        for row in rows:
-            last = row
-            item = item_of_record(row, records[row]) if row in records else None
-            if item is not None:
-                out.append(item)
-            if len(out) >= wanted:
-                return PendingPage(out, row)
-        if len(rows) < ask:
-            return PendingPage(out)  # the index holds no more
-    return PendingPage(out, last)  # looked at enough rows for one call: go on from here
+    """One page, read in one go (``Inbox.pending`` reads it a ``Store.read`` a hop)."""
+    scan = PendingScan(query, seen)
+    while scan.page is None:
+        scan_pending(store, scan)
+    return scan.page
+
+
+def scan_pending(store: Store, scan: PendingScan) -> None:
+    """One hop of a page: rows in index order, those of runtimes the caller may not see skipped; a
+    runtime filter naming an unknown runtime is NOT_FOUND, one whose key was not presented
+    PERMISSION_DENIED. Sets ``scan.page`` once the page is full, the index holds no more, or
+    enough rows were looked at for one call (the page then goes on from the last)."""
+    query = scan.query
+    if not scan.started:
+        scan.started = True
+        if query.runtime_id is not None:
+            scan.seen.check(store, query.runtime_id)
+    if scan.budget <= 0:
+        scan.page = PendingPage(scan.items, scan.last)
+        return
+    ask = min(scan.budget, query.limit, HOP_ROWS)
+    rows = store.pending(replace(query, after=scan.last, limit=ask))
+    scan.budget -= len(rows)
+    visible = [row for row in rows if scan.seen.sees(store, row.runtime_id)]
+    records = dict(zip(visible, _records(store, [(r.runtime_id, r.handle_id) for r in visible]), strict=True))
+    for row in rows:
+        scan.last = row
+        item = item_of_record(row, records[row]) if row in records else None
+        if item is not None:
+            scan.items.append(item)
+        if len(scan.items) >= query.limit:
+            scan.page = PendingPage(scan.items, row)
+            return
+    if len(rows) < ask:
+        scan.page = PendingPage(scan.items)  # the index holds no more
+    elif scan.budget <= 0:
+        scan.page = PendingPage(scan.items, scan.last)  # looked at enough rows for one call
 
 
 def _records(store: Store, keys: list[HandleKey]) -> list[JSON | None]:
@@ -235,11 +292,6 @@ def _record(store: Store, key: HandleKey) -> JSON | None:
         log.error("pending inbox: skipped a handle record that cannot be read",
                   extra={"runtime": key[0], "handle": key[1], "error": str(exc)})
         return None
-
-
-def pending_item(store: Store, row: PendingRow) -> PendingItem | None:
-    """The item of an index row, from its handle record; None when that record moved on meanwhile."""
-    return item_of_record(row, _record(store, (row.runtime_id, row.handle_id)))
 
 
 def item_of_record(row: PendingRow, rec: JSON | None) -> PendingItem | None:
@@ -287,49 +339,45 @@ def _latest_version(rec: JSON) -> int:
 # ------------------------------------------------------------------ watching
 
 
-def read_open(store: Store, runtime_ids: set[str] | None,
-              known: Known) -> dict[SuspensionKey, OpenSuspension]:
-    """Every open suspension (of ``runtime_ids``; None: all) with its item and key."""
-    if runtime_ids is None:
-        return _read_open(store, None, known)
-    return {k: v for rid in runtime_ids for k, v in _read_open(store, rid, known).items()}
+@dataclass
+class OpenScan:
+    """The open suspensions (of one runtime, or all) being read, ``HOP_ROWS`` rows at a time."""
 
-
-def _read_open(store: Store, runtime_id: str | None, known: Known,
-               again: int = 2) -> dict[SuspensionKey, OpenSuspension]:
-    """Every open suspension (of one runtime); items already ``known`` are not re-read, a new one is
-    read with its runtime's key as the runtime record holds it now."""
-    out: dict[SuspensionKey, OpenSuspension] = {}
-    runtimes: dict[str, tuple[str, object] | None] = {}  # incarnations met by new items
+    runtime_id: str | None
+    known: Known
+    found: dict[SuspensionKey, OpenSuspension] = field(default_factory=dict)
+    # the incarnation (key digest, creation time) of each runtime new items were read under
+    incarnations: dict[str, tuple[str, object] | None] = field(default_factory=dict)
     after: PendingRow | None = None
-    while True:
-        rows = store.pending(PendingQuery(runtime_id=runtime_id, after=after, limit=WATCH_PAGE))
-        for row in rows:
-            key = (row.runtime_id, row.handle_id, row.since)
-            seen = known.get(row.runtime_id, {}).get(key) or _new_item(store, row, runtimes)
-            if seen is not None:
-                out[key] = seen
-        if len(rows) < WATCH_PAGE:
-            break
-        after = rows[-1]
-    # a runtime purged and created again while it was read may have lent one incarnation's key
-    # to the other's handle records: read it again (or leave its new items to the next change)
-    for rid, before in runtimes.items():
-        if before is not None and _incarnation(store, rid) != before:
-            fresh = {k: v for k, v in out.items() if k[0] != rid or k in known.get(rid, {})}
-            if again:
-                fresh.update(_read_open(store, rid, known, again - 1))
-            out = fresh
-    return out
+    done: bool = False
 
 
-def _new_item(store: Store, row: PendingRow,
-              runtimes: dict[str, tuple[str, object] | None]) -> OpenSuspension | None:
-    if row.runtime_id not in runtimes:  # the runtime before its handle records
-        runtimes[row.runtime_id] = _incarnation(store, row.runtime_id)
-    incarnation = runtimes[row.runtime_id]
-    item = pending_item(store, row) if incarnation is not None else None
-    return OpenSuspension(item, incarnation[0]) if item is not None and incarnation is not None else None
+def scan_open(store: Store, scan: OpenScan) -> None:
+    """One hop: items already known are kept, new ones read (their records in one read) with their
+    runtime's key as the runtime record holds it now."""
+    rows = store.pending(PendingQuery(runtime_id=scan.runtime_id, after=scan.after, limit=HOP_ROWS))
+    new: list[PendingRow] = []
+    for row in rows:
+        key = (row.runtime_id, row.handle_id, row.since)
+        seen = scan.known.get(row.runtime_id, {}).get(key)
+        if seen is not None:
+            scan.found[key] = seen
+            continue
+        if row.runtime_id not in scan.incarnations:  # the runtime before its handle records
+            scan.incarnations[row.runtime_id] = _incarnation(store, row.runtime_id)
+        if scan.incarnations[row.runtime_id] is not None:
+            new.append(row)
+    for row, rec in zip(new, _records(store, [(r.runtime_id, r.handle_id) for r in new]), strict=True):
+        item, incarnation = item_of_record(row, rec), scan.incarnations[row.runtime_id]
+        if item is not None and incarnation is not None:
+            scan.found[(row.runtime_id, row.handle_id, row.since)] = OpenSuspension(item, incarnation[0])
+    scan.after = rows[-1] if rows else scan.after
+    scan.done = len(rows) < HOP_ROWS
+
+
+def _reincarnated(store: Store, met: dict[str, tuple[str, object] | None]) -> list[str]:
+    """The runtimes among ``met`` purged and created again since they were read."""
+    return [rid for rid, before in met.items() if before is not None and _incarnation(store, rid) != before]
 
 
 def _incarnation(store: Store, runtime_id: str) -> tuple[str, object] | None:
