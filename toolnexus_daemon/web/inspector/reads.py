@@ -5,8 +5,8 @@ and those whose key it holds.
 The runtime list and the inbox are the engine's reads (``engine.inbox_reads``, as ``ListRuntimes``
 and ``ListPending`` serve them): from the store rather than the loaded runtimes, so in a cluster any
 daemon shows every runtime of the shared database. Here they get the inspector's page sizes and
-cursors. A runtime's handles and events are synchronous store reads the routes make through
-``Store.read`` (off the event loop on PostgreSQL).
+cursors. A runtime's events are a synchronous store read the routes make through ``Store.read`` (off
+the event loop on PostgreSQL); its handle tree reads every handle record, on a thread.
 """
 
 from __future__ import annotations

@@ -236,7 +236,9 @@ class Inspector:
         await self._visible(session, rid)
         after = _int(request.query_params.get("after"))
         before = _int(request.query_params.get("before"))
-        handles, cut = await self._read(lambda store: reads.handles(store, rid))
+        # every handle record of the runtime: a scan too long to hold the event loop for (LMDB reads
+        # inline in Store.read), so it runs on a thread as before
+        handles, cut = await self._served(asyncio.to_thread(reads.handles, self._engine.store, rid))
         events = await self._read(lambda store: reads.events(store, rid, after, before))
         asks = await self._served(reads.pending(self._engine.inbox, session, "", rid))
         where = "" if self._engine.ownership is None or self._engine.holds(rid) else \
