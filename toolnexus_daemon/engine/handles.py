@@ -34,14 +34,14 @@ class HandleTable:
 
     # ------------------------------------------------------------------ loads
 
-    def load_recovering(self, stored: list[Stored] | None = None) -> list[Handle]:
+    def load_recovering(self, stored: list[Stored]) -> list[Handle]:
         """Keep in memory only what recovery needs; parked handles stay on disk until used.
 
-        Reads the store's recovery index, not the handle records, so a start costs the
-        same whether 10 or 100,000 handles are parked. ``stored``: those records as
-        ``recovery_records`` read them (through ``Store.read``); None reads them here."""
+        ``stored``: the records ``recovery_records`` read (through ``Store.read``) from the
+        store's recovery index, not every handle record, so a start costs the same whether 10
+        or 100,000 handles are parked."""
         out: list[Handle] = []
-        for hid, rec, cp in stored if stored is not None else recovery_records(self._store, self._rid):
+        for hid, rec, cp in stored:
             if rec is None:
                 raise StoreError(f"recovery/{self._rid}/{hid} names a handle with no record")
             h = self._build(rec, cp)
@@ -187,6 +187,6 @@ def _records(runtime_id: str, handle_ids: list[str], store: Store) -> list[tuple
 
 
 def recovery_records(store: Store, runtime_id: str) -> list[Stored]:
-    """The root's and every handle's the recovery index names: id, record and checkpoint."""
+    """The id, record and checkpoint of the root and of every handle the recovery index names."""
     ids = list(dict.fromkeys([ROOT_ID, *store.handles_to_recover(runtime_id)]))
     return [(hid, rec, cp) for hid, (rec, cp) in zip(ids, _records(runtime_id, ids, store), strict=True)]

@@ -62,7 +62,7 @@ class RuntimeLifetime:
         self._healed_at = -HEAL_CALM_S
         self._heal_delay = HEAL_FIRST_S
 
-    def load(self, stored: list[Stored] | None = None) -> None:
+    def load(self, stored: list[Stored]) -> None:
         """Read what recovery needs (the root and the store's recovery index) into the table
         (``stored``: as ``handles.recovery_records`` read it through ``Store.read``)."""
         self._recovering = self._table.load_recovering(stored)
