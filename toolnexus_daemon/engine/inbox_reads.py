@@ -2,9 +2,10 @@
 ``ListRuntimes``, ``WatchPending`` and the inspector show.
 
 These read the store, never the loaded runtimes, so in a cluster any daemon answers for every
-runtime of the shared database. Every read here is a synchronous function of the store run
-inside one ``Store.read`` (the ``Inbox`` methods): on PostgreSQL it runs on a reader thread and the
-event loop waits on no round trip; LMDB and memory read inline. Values returned are domain values
+runtime of the shared database. Every read here is a synchronous function of the store run inside
+``Store.read`` (the ``Inbox`` methods): on PostgreSQL on a reader thread, so the event loop waits
+on no round trip; LMDB and memory read inline, so a read of many rows is made in hops of at most
+``HOP_ROWS`` index rows, the loop serving calls between them. Values returned are domain values
 (``PendingItem``, ``RuntimeSummary``); the gRPC edge and the inspector only convert them.
 
 Tenancy: a caller sees unprotected runtimes and those whose key it holds (``Visibility``, given a
@@ -154,7 +155,8 @@ class Visibility:
 
 
 class Inbox:
-    """The reads above, each one ``Store.read`` of ``store`` (off the event loop on PostgreSQL)."""
+    """The reads above, made through ``Store.read`` of ``store`` (off the event loop on PostgreSQL):
+    one for a page of runtimes or a key check, one per ``HOP_ROWS`` index rows for the inbox."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -200,8 +202,7 @@ class Inbox:
         # a runtime purged and created again while it was read may have lent one incarnation's key
         # to the other's handle records: read it again (or leave its new items to the next change)
         out = scan.found
-        moved = await self._store.read(functools.partial(_reincarnated, met=scan.incarnations))
-        for rid in moved:
+        for rid in scan.moved:
             fresh = {k: v for k, v in out.items() if k[0] != rid or k in known.get(rid, {})}
             if again:
                 fresh.update(await self._open_of(rid, known, again - 1))
@@ -350,6 +351,8 @@ class OpenScan:
     incarnations: dict[str, tuple[str, object] | None] = field(default_factory=dict)
     after: PendingRow | None = None
     done: bool = False
+    # once done: the runtimes among ``incarnations`` purged and created again while they were read
+    moved: list[str] = field(default_factory=list)
 
 
 def scan_open(store: Store, scan: OpenScan) -> None:
@@ -373,11 +376,9 @@ def scan_open(store: Store, scan: OpenScan) -> None:
             scan.found[(row.runtime_id, row.handle_id, row.since)] = OpenSuspension(item, incarnation[0])
     scan.after = rows[-1] if rows else scan.after
     scan.done = len(rows) < HOP_ROWS
-
-
-def _reincarnated(store: Store, met: dict[str, tuple[str, object] | None]) -> list[str]:
-    """The runtimes among ``met`` purged and created again since they were read."""
-    return [rid for rid, before in met.items() if before is not None and _incarnation(store, rid) != before]
+    if scan.done:  # in the last hop: no read of its own
+        scan.moved = [rid for rid, before in scan.incarnations.items()
+                      if before is not None and _incarnation(store, rid) != before]
 
 
 def _incarnation(store: Store, runtime_id: str) -> tuple[str, object] | None:
