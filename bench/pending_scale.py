@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.pending_scale --store postgresql    # the same on PostgreSQL
 
 What is timed is the servicer's whole work for one ``ListPending`` call
-(``engine.inbox_reads.list_pending``: the index read, the handle records of the page,
+(``engine.verbs.inbox.list_pending``: the index read, the handle records of the page,
 the ``PendingItem`` messages), in process, on a real store: LMDB in a temp dir,
 or PostgreSQL started from the tests' embedded wheel with durable settings
 (``bench/pg_server.py``). gRPC's own cost per call does not depend on the
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from toolnexus_daemon.engine import inbox_reads
+from toolnexus_daemon.engine.verbs import inbox as inbox_reads
 from toolnexus_daemon.store import Batch, LmdbStore, Store
 from toolnexus_daemon.store.base import PendingQuery
 
@@ -108,7 +108,7 @@ def opened(kind: str, base: Path) -> Iterator[Store]:
             store.close()
         return
     from bench.pg_server import durable_server
-    from toolnexus_daemon.store.pg_store import PgStore
+    from toolnexus_daemon.store.postgres.store import PgStore
 
     with durable_server() as server:
         store = PgStore(server.fresh_database("lps"))

@@ -11,7 +11,7 @@ import pytest
 
 from tests.store.test_lmdb import write_raw
 from tests.store.test_pending import SEEDED
-from toolnexus_daemon.engine.inbox_reads import OpenScan, Visibility, list_pending, presented, scan_open
+from toolnexus_daemon.engine.verbs.inbox import OpenScan, Visibility, list_pending, presented, scan_open
 from toolnexus_daemon.store import Batch, LmdbStore
 from toolnexus_daemon.store.base import PendingQuery
 from toolnexus_daemon.store.codec import Table, pair_key

@@ -21,9 +21,9 @@ from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api.keys import RUNTIME_KEY_HEADER
 from toolnexus_daemon.api.servicer import AgentRuntimeServicer
 from toolnexus_daemon.clock import ManualClock
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.inbox_reads import presented
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.inbox import presented
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.model import (
     JSON,
     Answer,

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.model import AgentDef, Answer, LlmConfig, LlmStyle, RuntimeOptions, Status, ToolSource
 from toolnexus_daemon.store import MemoryStore, Store
 from toolnexus_devtools import mock_model

@@ -1,6 +1,6 @@
 """ListPending and ListRuntimes: the requests checked and converted; the engine reads the inbox.
 
-The engine (``engine.inbox_reads``) reads the store's indexes, never its loaded runtimes, so in a
+The engine (``engine.verbs.inbox``) reads the store's indexes, never its loaded runtimes, so in a
 cluster any daemon answers for every runtime of the shared database, and it applies the runtime
 keys. Here: the page size (default 100, at most 1000; a page may come back shorter with a
 ``next_page_token`` when the caller may see few of many rows), the filters, and the page tokens —
@@ -15,7 +15,7 @@ import json
 import math
 
 from ..clock import rfc3339
-from ..engine.inbox_reads import Inbox, PendingItem, RuntimeSummary, presented
+from ..engine.verbs.inbox import Inbox, PendingItem, RuntimeSummary, presented
 from ..errors import InvalidArgument
 from ..store.base import PendingQuery, PendingRow
 from ..store.codec import MAX_ID_BYTES

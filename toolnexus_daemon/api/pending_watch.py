@@ -5,7 +5,7 @@ store's pending index holds them, keyed by (runtime, leaf handle, since). It
 learns that a runtime changed from the engine's committed events (``observe``,
 called after every commit of a runtime this daemon runs: pending, resumed,
 closed, any transition), has the engine re-read that runtime's index rows
-(``engine.inbox_reads``, off the event loop) on its own task and diffs them
+(``engine.verbs.inbox``, off the event loop) on its own task and diffs them
 against the set: a new row is ADDED, a row gone is REMOVED with the reason the
 engine reads from the store (the handle closed → ``closed``; its wait in the
 request index answered → ``answered``, or ``expired`` when the answer's reason
@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
-from ..engine.inbox_reads import Inbox, OpenSuspension, PendingItem, SuspensionKey, presented
+from ..engine.verbs.inbox import Inbox, OpenSuspension, PendingItem, SuspensionKey, presented
 from ..errors import ResourceExhausted, StoreError, Unavailable
 from ..model import Event, EventType
 from . import pending

@@ -40,7 +40,7 @@ from .committer import AllowAll, CommitGuard, CommitStats, Committer
 from .deadlines import Deadlines
 from .detached import run_to_end
 from .handles import Stored, recovery_records
-from .inbox_reads import Inbox
+from .inbox import Inbox
 from .ownership import Elsewhere, LeaseGuard, Moved, Ownership
 from .registry import validate, validate_runtime_id
 from .runtime import Runtime, RuntimeDeps, stored_seqs

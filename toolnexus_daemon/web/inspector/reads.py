@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ...engine.inbox_reads import Inbox, PendingItem, RuntimeSummary
+from ...engine.verbs.inbox import Inbox, PendingItem, RuntimeSummary
 from ...model import JSON, Event
 from ...store.base import PendingQuery, PendingRow, Store
 from .sessions import Session

@@ -11,7 +11,7 @@ import json
 import time
 from urllib.parse import urlencode, urlsplit
 
-from ...engine.inbox_reads import PendingItem, RuntimeSummary
+from ...engine.verbs.inbox import PendingItem, RuntimeSummary
 from ...model import JSON, Event, EventType, Request
 from .reads import EventPage, Page
 from .render import Safe, join, render

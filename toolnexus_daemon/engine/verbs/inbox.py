@@ -25,9 +25,9 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..errors import NotFound, PermissionDenied, StoreError
-from ..model import JSON, ROOT_ID, Request
-from ..store.base import HandleKey, PendingQuery, PendingRow, Store
+from ...errors import NotFound, PermissionDenied, StoreError
+from ...model import JSON, ROOT_ID, Request
+from ...store.base import HandleKey, PendingQuery, PendingRow, Store
 
 # one call looks at most at this many rows per item of its page (hidden runtimes are skipped)
 SCAN_FACTOR = 10
