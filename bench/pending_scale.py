@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.pending_scale --store postgresql    # the same on PostgreSQL
 
 What is timed is the servicer's whole work for one ``ListPending`` call
-(``api.pending.list_pending``: the index read, the handle records of the page,
+(``engine.verbs.inbox.list_pending``: the index read, the handle records of the page,
 the ``PendingItem`` messages), in process, on a real store: LMDB in a temp dir,
 or PostgreSQL started from the tests' embedded wheel with durable settings
 (``bench/pg_server.py``). gRPC's own cost per call does not depend on the
@@ -43,8 +43,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from toolnexus_daemon.api import pending
-from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_daemon.engine.verbs import inbox as inbox_reads
 from toolnexus_daemon.store import Batch, LmdbStore, Store
 from toolnexus_daemon.store.base import PendingQuery
 
@@ -71,7 +70,7 @@ async def grow(store: Store, have: int, want: int) -> None:
         await store.commit(Batch(runtimes=runtimes, handles=handles))
 
 
-def median_ms(call: Callable[[], pb.ListPendingResponse], calls: int) -> tuple[float, int]:
+def median_ms(call: Callable[[], inbox_reads.PendingPage], calls: int) -> tuple[float, int]:
     times, items = [], 0
     for _ in range(calls):
         started = time.perf_counter()
@@ -87,14 +86,14 @@ def _timed(call: Callable[[], object]) -> float:
 
 
 def measure(store: Store, parked_now: int, calls: int) -> dict[str, Any]:
-    seen = pending.Visibility(store, "")
+    seen = inbox_reads.Visibility(inbox_reads.presented(""))
     mid = store.pending(PendingQuery(limit=max(1, parked_now // 2)))[-1]
     queries = {"first": PendingQuery(limit=100), "deep": PendingQuery(after=mid, limit=100),
                "kind": PendingQuery(kind="input", limit=100),
                "runtime": PendingQuery(runtime_id="rt-007", limit=100)}
     out: dict[str, Any] = {}
     for name, query in queries.items():
-        ms, items = median_ms(lambda q=query: pending.list_pending(store, q, seen), calls)  # type: ignore[misc]
+        ms, items = median_ms(lambda q=query: inbox_reads.list_pending(store, q, seen), calls)  # type: ignore[misc]
         index_ms = statistics.median(_timed(lambda q=query: store.pending(q)) for _ in range(calls))  # type: ignore[misc]
         out[name] = {"median_ms": ms, "items": items, "per_item_us": round(ms * 1000 / max(items, 1), 2),
                      "index_only_ms": round(index_ms, 4)}

@@ -1,5 +1,6 @@
-"""A damaged handle record never hides the rest of the pending inbox: ListPending leaves it out of
-its page and logs its key (a real LMDB directory, the record overwritten behind the store's back)."""
+"""A damaged handle record never hides the rest of the pending inbox: the engine's inbox read (what
+ListPending serves) leaves it out of its page and logs its key (a real LMDB directory, the record
+overwritten behind the store's back)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 
 from tests.store.test_lmdb import write_raw
 from tests.store.test_pending import SEEDED
-from toolnexus_daemon.api.pending import Visibility, list_pending, pending_item
+from toolnexus_daemon.engine.verbs.inbox import OpenScan, Visibility, list_pending, presented, scan_open
 from toolnexus_daemon.store import Batch, LmdbStore
-from toolnexus_daemon.store.base import PendingQuery, PendingRow
+from toolnexus_daemon.store.base import PendingQuery
 from toolnexus_daemon.store.codec import Table, pair_key
 
 
@@ -25,7 +26,7 @@ async def seeded(data_dir: Path) -> None:
 
 
 def listed(store: LmdbStore) -> list[tuple[str, str]]:
-    page = list_pending(store, PendingQuery(), Visibility(store, ""))
+    page = list_pending(store, PendingQuery(), Visibility(presented("")))
     return [(item.runtime_id, item.handle) for item in page.items]
 
 
@@ -35,10 +36,13 @@ async def test_a_damaged_record_is_left_out_and_logged_the_rest_still_listed(
     write_raw(tmp_path, Table.HANDLES, pair_key("r1", "root/b"), b"TN\x01{not json")
     store = LmdbStore(tmp_path)
     try:
-        with caplog.at_level(logging.ERROR, logger="toolnexus_daemon.api.pending"):
+        with caplog.at_level(logging.ERROR, logger="toolnexus_daemon.engine"):
             assert listed(store) == [("r2", "root/a"), ("r1", "root/a"), ("r2", "root/x"), ("r2", "root/p/c")]
         damaged = [r for r in caplog.records if getattr(r, "handle", None) == "root/b"]
         assert damaged and damaged[0].__dict__["runtime"] == "r1"
-        assert pending_item(store, PendingRow(10.0, "r1", "root/b")) is None
+        watched = OpenScan(None, {})  # what WatchPending lists leaves it out too
+        while not watched.done:
+            scan_open(store, watched)
+        assert sorted(k[:2] for k in watched.found) == sorted(listed(store))
     finally:
         store.close()

@@ -11,7 +11,6 @@ The registry is not an RPC's answer, so the agents of a runtime come from the sh
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import TypeVar
 
@@ -48,7 +47,7 @@ class RemoteVerbs:
             raise _error(err) from err
 
     async def agents(self, moved: Moved, runtime_id: str) -> list[tuple[str, str]]:
-        record = await asyncio.to_thread(self._store.get_runtime, runtime_id)
+        record = await self._store.read(lambda store: store.get_runtime(runtime_id))
         if record is None:
             raise NotFound(f'runtime "{runtime_id}" not found')
         return [(str(a.get("name", "")), str(a.get("does", ""))) for a in record.get("agents", [])]

@@ -97,7 +97,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
         self.forwarder: Forwarder | None = None
         # WatchPending's source; in a cluster it also polls the shared index for other daemons' changes
         poll_s = CLUSTER_POLL_S if engine.ownership is not None else None
-        self.pending = PendingHub(engine.store, poll_s=poll_s)
+        self.pending = PendingHub(engine.inbox, poll_s=poll_s)
         # open Watch and WatchPending streams per caller (--max-watch-streams-per-caller)
         self.streams = StreamLimit(self.facts.limits.max_watch_streams_per_caller)
 
@@ -307,6 +307,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
                        context: Ctx[pb.SnapshotRequest, pb.HandleSnapshot]) -> pb.HandleSnapshot:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()  # never show a state a crash could still take back
+        await rt.fetch(request.handle)  # parked on disk: read off the event loop
         h = rt.snapshot(request.handle)
         return fit_snapshots([convert.snapshot_to(h, rt.definition_changed(h))],
                              self.facts.limits.max_message_bytes)[0]
@@ -354,16 +355,14 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
                           ) -> pb.ListPendingResponse:
         self._require_open()  # read from the (shared) store: any daemon of a cluster answers for all
         query = pending.pending_query(request, self._engine.clock.now())
-        seen = pending.Visibility(self._engine.store, presented_key(context))
-        return await asyncio.to_thread(pending.list_pending, self._engine.store, query, seen)
+        return await pending.list_pending(self._engine.inbox, query, presented_key(context))
 
     @unary
     async def ListRuntimes(self, request: pb.ListRuntimesRequest,
                            context: Ctx[pb.ListRuntimesRequest, pb.ListRuntimesResponse],
                            ) -> pb.ListRuntimesResponse:
         self._require_open()
-        seen = pending.Visibility(self._engine.store, presented_key(context))
-        out = await asyncio.to_thread(pending.list_runtimes, self._engine.store, request, seen)
+        out = await pending.list_runtimes(self._engine.inbox, request, presented_key(context))
         for summary in out.runtimes:  # native calls waiting here for a worker of their version
             summary.versions_without_worker.extend(self._hub.versions_waiting(summary.runtime_id))
         return out
@@ -383,7 +382,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
                            ) -> AsyncGenerator[pb.PendingChange, None]:
         self._require_open()
         with self.streams.hold(context, "WatchPending"):
-            changes = watch(self.pending, self._engine.store, request, presented_key(context))
+            changes = watch(self.pending, self._engine.inbox, request, presented_key(context))
             try:
                 async for change in changes:
                     yield change
@@ -416,6 +415,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
             async for reply in self.forwarder.stream("Watch", request, context, moved, pb.Event):
                 yield reply
             return
+        await rt.fetch(request.handle)  # parked on disk: read off the event loop
         events = rt.watch(request.after_seq, types, request.handle)
         last = request.after_seq
         try:

@@ -153,6 +153,7 @@ async def follow(engine: Engine, run: Run, session: ServerSession, after_seq: in
     """Progress notifications for the run's model and tool calls, until cancelled (a runtime held
     here: its event stream is read in process)."""
     rt = await engine.open(run.runtime_id)
+    await rt.fetch(run.handle)  # parked on disk: read off the event loop
     count = 0
     async for event in _events(rt.watch(after_seq, PROGRESS_EVENTS, run.handle)):
         count += 1

@@ -99,6 +99,7 @@ class Verbs:
     async def view(self, runtime_id: str, handle: str) -> View:
         async def here(rt: Runtime) -> View:
             await rt.durable()  # never report a state a crash could take back
+            await rt.fetch(handle)  # parked on disk: read off the event loop
             return view_of(rt.snapshot(handle))
         return await self._either(runtime_id, here, lambda r, m: r.view(m, runtime_id, handle))
 

@@ -68,10 +68,12 @@ class Deadlines:
     # ------------------------------------------------------------------ what to watch
 
     def track(self, runtime_id: str) -> None:
-        """A runtime loaded, taken over or reattached here: its next deadline from the store's index."""
+        """A runtime loaded, taken over or reattached here: looked at now, on the deadlines' task
+        (``_expire`` reads its expiry index through ``Store.read`` and plans its next deadline), so
+        the New or the start that tracks it reads nothing on the event loop."""
         self._stuck.pop(runtime_id, None)
         self._next.pop(runtime_id, None)
-        self._plan(runtime_id)
+        self.at(runtime_id, self._clock.now())
 
     def forget(self, runtime_id: str) -> None:
         """The runtime is no longer served here (lost to another daemon, purged)."""
@@ -172,16 +174,6 @@ class Deadlines:
         stuck.discard((hid, when))  # a new suspension of the handle may reuse the deadline
         self.fired += 1
         log.info("suspension expired", extra={"runtime": rt.id, "handle": hid, "request_id": request_id})
-
-    def _plan(self, rid: str) -> None:
-        try:
-            rows = self._store.expiring(rid, 1)
-        except (StoreError, DataLoss) as exc:  # an unreadable store costs the plan a retry, never the caller
-            log.warning("deadlines not read", extra={"runtime": rid, "error": str(exc)})
-            self.at(rid, self._clock.now() + RETRY_S)
-            return
-        if rows:
-            self.at(rid, rows[0][0])
 
 
 def _waits_on(rt: Expirable, hid: str) -> str | None:

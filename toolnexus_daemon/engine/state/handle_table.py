@@ -20,6 +20,8 @@ from .handle import Handle, children_log, storable_id
 from .handle_cache import HandleCache
 
 log = logging.getLogger("toolnexus_daemon.engine")
+# a handle's id, record and checkpoint as the store holds them (None: absent)
+Stored = tuple[str, JSON | None, JSON | None]
 
 
 class HandleTable:
@@ -32,16 +34,17 @@ class HandleTable:
 
     # ------------------------------------------------------------------ loads
 
-    def load_recovering(self) -> list[Handle]:
+    def load_recovering(self, stored: list[Stored]) -> list[Handle]:
         """Keep in memory only what recovery needs; parked handles stay on disk until used.
 
-        Reads the store's recovery index, not the handle records, so a start costs the
-        same whether 10 or 100,000 handles are parked."""
+        ``stored``: the records ``recovery_records`` read (through ``Store.read``) from the
+        store's recovery index, not every handle record, so a start costs the same whether 10
+        or 100,000 handles are parked."""
         out: list[Handle] = []
-        for hid in dict.fromkeys([ROOT_ID, *self._store.handles_to_recover(self._rid)]):
-            h = self._load(hid)
-            if h is None:
+        for hid, rec, cp in stored:
+            if rec is None:
                 raise StoreError(f"recovery/{self._rid}/{hid} names a handle with no record")
+            h = self._build(rec, cp)
             self.cache[h.id] = h
             out.append(h)
         return out
@@ -181,3 +184,9 @@ class HandleTable:
 def _records(runtime_id: str, handle_ids: list[str], store: Store) -> list[tuple[JSON | None, JSON | None]]:
     """Each handle's record and checkpoint, in one ``Store.read``."""
     return [(store.get_handle(runtime_id, hid), store.get_checkpoint(runtime_id, hid)) for hid in handle_ids]
+
+
+def recovery_records(store: Store, runtime_id: str) -> list[Stored]:
+    """The id, record and checkpoint of the root and of every handle the recovery index names."""
+    ids = list(dict.fromkeys([ROOT_ID, *store.handles_to_recover(runtime_id)]))
+    return [(hid, rec, cp) for hid, (rec, cp) in zip(ids, _records(runtime_id, ids, store), strict=True)]

@@ -9,6 +9,7 @@ composition root supplies (so ``openai``/``anthropic`` over httpx and
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import logging
@@ -40,9 +41,11 @@ from ..definitions.validate import validate, validate_runtime_id
 from ..definitions.versions import RegistryVersion
 from ..expiry.scheduler import Deadlines
 from ..state import answer_links
+from ..state.handle_table import Stored, recovery_records
 from ..turn.tracing import NOOP, Tracer
 from .detached import run_to_end
-from .runtime import Runtime, RuntimeDeps
+from .inbox import Inbox
+from .runtime import Runtime, RuntimeDeps, stored_seqs
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -73,6 +76,8 @@ class Engine:
                  env_allow: EnvAllowList | None = None, ownership: Ownership | None = None,
                  tracer: Tracer = NOOP, tool_lister: ToolLister | None = None) -> None:
         self.store = store
+        # the pending inbox and the runtime list, read from the store's indexes (verbs/inbox.py)
+        self.inbox = Inbox(store)
         # lists the tools of the MCP servers a New names (None: no MCP, in engine tests)
         self.tool_lister = tool_lister
         # the one commit path of every runtime: their changes share transactions (committer.py)
@@ -120,9 +125,9 @@ class Engine:
         if self.ownership is not None:
             return 0
         recovered = 0
-        for rid in self.store.runtime_ids():
+        for rid in await self.store.read(lambda store: store.runtime_ids()):
             try:
-                rt = self._load(rid)
+                rt = await self._load(rid)
             except StoreUnavailable:  # not damage: the start fails and is retried, nothing quarantined
                 raise
             except StoreError as exc:
@@ -139,12 +144,14 @@ class Engine:
             await rt.residency.recover_queues()
         return recovered
 
-    def _load(self, rid: str, fence: Fence | None = None) -> Runtime | None:
-        rec = self.store.get_runtime(rid)
-        if rec is None:
+    async def _load(self, rid: str, fence: Fence | None = None) -> Runtime | None:
+        """The runtime ``rid`` as stored, with what its recovery needs; every record read in one
+        ``Store.read`` (off the event loop on PostgreSQL: a take-over runs on a call's path)."""
+        stored = await self.store.read(functools.partial(_stored, runtime_id=rid))
+        if stored is None:
             return None
-        rt = self._build(rid, rec, fence)
-        rt.residency.load()
+        rt = self._build(rid, stored.record, fence, stored.seqs)
+        rt.residency.load(stored.recovering)
         return rt
 
     # ------------------------------------------------------------------ cluster
@@ -184,7 +191,7 @@ class Engine:
 
     async def _adopt(self, rid: str, fence: Fence) -> Runtime | None:
         try:
-            rt = self._load(rid, fence)
+            rt = await self._load(rid, fence)
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -311,7 +318,8 @@ class Engine:
         self.fenced_commits += 1
         self.lost(runtime_id, fence)
 
-    def _build(self, rid: str, rec: JSON, fence: Fence | None = None) -> Runtime:
+    def _build(self, rid: str, rec: JSON, fence: Fence | None = None,
+               seqs: tuple[int, int] | None = None) -> Runtime:
         agents = [AgentDef.from_json(a) for a in rec.get("agents") or []]
         llm = LlmConfig.from_json(rec.get("llm"))
         options = RuntimeOptions.from_json(rec.get("options"))
@@ -322,7 +330,7 @@ class Engine:
                    if isinstance(meta, dict) else None)
         return Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=created_at,
                        key_digest=str(rec.get("key_digest") or ""), version=version,
-                       version_stored=version is not None)
+                       version_stored=version is not None, seqs=seqs)
 
     # ------------------------------------------------------------------ verbs
 
@@ -358,8 +366,9 @@ class Engine:
                 self._sweep(existing)
                 return NewOutcome(existing.id, ROOT_ID, True, existing.latest)
             rid = runtime_id or "rt-" + secrets.token_hex(8)
+            seqs = await self.store.read(functools.partial(stored_seqs, runtime_id=rid))  # off the loop
             rt = Runtime(rid, agents, llm, options, self._deps(llm, fence), created_at=self.clock.now(),
-                         key_digest=_digest(runtime_key) if runtime_key else "")
+                         key_digest=_digest(runtime_key) if runtime_key else "", seqs=seqs)
             await rt.create_root()
             self._runtimes[rid] = rt
             return NewOutcome(rid, ROOT_ID, False, rt.latest)
@@ -524,6 +533,22 @@ class Engine:
             await rt.aclose_models()
             if self.ownership is not None:
                 await self.ownership.release(rt.id)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What loading a runtime reads: its record, event seqs and the handles its recovery needs."""
+
+    record: JSON
+    seqs: tuple[int, int]
+    recovering: list[Stored]
+
+
+def _stored(store: Store, runtime_id: str) -> _Stored | None:
+    rec = store.get_runtime(runtime_id)
+    if rec is None:
+        return None
+    return _Stored(rec, stored_seqs(store, runtime_id), recovery_records(store, runtime_id))
 
 
 def _fence_of(rt: Runtime) -> Fence | None:

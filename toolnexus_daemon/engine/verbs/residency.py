@@ -27,7 +27,7 @@ from ...model import HandleState
 from ..commit.landing import Landing
 from ..state.change import Change
 from ..state.handle import Handle
-from ..state.handle_table import HandleTable
+from ..state.handle_table import HandleTable, Stored
 from ..turn import spawn_wake
 from ..turn.loop import run_turn
 
@@ -66,9 +66,10 @@ class Residency:
         self._healed_at = -HEAL_CALM_S
         self._heal_delay = HEAL_FIRST_S
 
-    def load(self) -> None:
-        """Read what recovery needs (the root and the store's recovery index) into the table."""
-        self._recovering = self._table.load_recovering()
+    def load(self, stored: list[Stored]) -> None:
+        """Read what recovery needs (the root and the store's recovery index) into the table
+        (``stored``: as ``handles.recovery_records`` read it through ``Store.read``)."""
+        self._recovering = self._table.load_recovering(stored)
 
     def launch(self, h: Handle, landing: Landing | None = None) -> None:
         """Run ``h``'s turn as a task this residency tracks (and stops); ``landing``: the wake's

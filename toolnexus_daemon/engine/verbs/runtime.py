@@ -25,6 +25,7 @@ from ...errors import (
     InvalidArgument,
     OutOfRange,
     ResourceExhausted,
+    StoreError,
     Unavailable,
 )
 from ...events import EventBus
@@ -119,7 +120,10 @@ class RuntimeDeps:
 class Runtime:
     def __init__(self, runtime_id: str, agents: list[AgentDef], llm: LlmConfig, options: RuntimeOptions,
                  deps: RuntimeDeps, created_at: float, key_digest: str = "",
-                 version: RegistryVersion | None = None, version_stored: bool = False) -> None:
+                 version: RegistryVersion | None = None, version_stored: bool = False,
+                 seqs: tuple[int, int] | None = None) -> None:
+        """``seqs``: the runtime's next and first event seq (``stored_seqs``) when the caller read
+        them through ``Store.read``; None reads them here (a start, before serving)."""
         self.id = runtime_id
         # sha256 hex of the runtime secret (empty = unprotected); the secret itself is never stored
         self.key_digest = key_digest
@@ -133,10 +137,9 @@ class Runtime:
         self.bus = EventBus()
         self.residency = Residency(self, self.table)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
-        next_seq = deps.store.last_seq(runtime_id) + 1
+        next_seq, first_seq = seqs if seqs is not None else stored_seqs(deps.store, runtime_id)
         self.requests = RequestIndex(deps.store, runtime_id)
-        first = deps.store.events(runtime_id, 0, 1)
-        self._log = deps.committer.open(self, next_seq, first[0].seq if first else next_seq, deps.guard)
+        self._log = deps.committer.open(self, next_seq, first_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
         # the latest registry version and the older ones read so far (docs/versions.md)
         latest = version or versions.make(1, agents, llm, created_at)
@@ -232,7 +235,8 @@ class Runtime:
         if self._swept_at is not None and now - self._swept_at < min(SWEEP_EVERY_S, grace_s):
             return []
         self._swept_at = now
-        records = await asyncio.to_thread(self.deps.store.versions, self.id)
+        rid = self.id
+        records = await self.deps.store.read(lambda store: store.versions(rid))
         if all(int(r.get("number") or 0) == self.version for r in records):
             return []  # only the latest is stored: nothing to look at, no handle read
         used = await asyncio.to_thread(self._versions_in_use)
@@ -324,25 +328,64 @@ class Runtime:
         change = Change(runtime=True).save(root)
         await self.commit(change)
 
+    async def fetch(self, *handle_ids: str) -> bool:
+        """Read the named handles (and their ancestors) that are parked on disk into memory through
+        ``Store.read`` — off the event loop on PostgreSQL — with the registry versions they run,
+        for the synchronous lookups that follow with nothing awaited between (``snapshot``,
+        ``watch``, the verbs below, the turns they start); what is in memory costs nothing.
+        Returns whether the store was read (something was awaited)."""
+        named = [hid for hid in handle_ids if hid]
+        read = await self.table.fetch(named)
+        numbers = {n for n in self._versions_run(named) if n not in self._versions}
+        if not numbers:
+            return read
+        rid = self.id
+        try:
+            found = await self.deps.store.read(
+                lambda store: {n: store.get_version(rid, versions.key_of(n)) for n in numbers})
+        except StoreError:
+            return True  # left for the lookup, which reports it as it always does
+        for number, rec in found.items():
+            if rec is not None:
+                self._versions.setdefault(number, RegistryVersion.from_record(rec))
+        return True
+
+    def _versions_run(self, handle_ids: list[str]) -> set[int]:
+        """The registry versions the handles in memory among ``handle_ids`` and their ancestors run."""
+        out: set[int] = set()
+        for hid in handle_ids:
+            h = self.table.cache.peek(hid)
+            while h is not None:
+                if h.version:
+                    out.add(h.version)
+                h = self.table.cache.peek(h.parent) if h.parent is not None else None
+        return out
+
+    async def _handle(self, handle_id: str) -> Handle:
+        await self.fetch(handle_id)
+        return self.table.handle(handle_id)
+
     async def spawn(self, parent_id: str, agent_name: str, budget: Budget | None = None,
                     task_key: str = "") -> Handle:
+        await self.fetch(parent_id)
         return await spawn_wake.spawn(self, parent_id, agent_name, budget, task_key)
 
     async def wake(self, handle_id: str, prompt: str) -> bool:
         """``idle→running`` once durable (or queued behind the parent's running children)."""
-        return await spawn_wake.wake(self, self.table.handle(handle_id), prompt)
+        return await spawn_wake.wake(self, await self._handle(handle_id), prompt)
 
     async def wake_for(self, handle_id: str, prompt: str, wait_ms: int, upgrade: bool = False) -> Woken:
         """``wake``, and with ``wait_ms`` > 0 a wait for the result of the turn it starts (a queued
         wake: the turn that consumes it), registered before the wake commits so no settle is missed.
         ``upgrade`` moves the handle (and its idle subtree) to the latest registry version."""
-        h = self.table.handle(handle_id)
+        h = await self._handle(handle_id)
         return await self._woken(h, prompt, wait_ms, Change(), upgrade)
 
     async def spawn_awake(self, parent_id: str, agent_name: str, budget: Budget | None, prompt: str,
                           wait_ms: int) -> Woken:
         """Spawn and wake in one commit: the ``spawned`` event and ``idle→running`` (or the queued
         wake) are durable together, one synced commit instead of Spawn's and Wake's two."""
+        await self.fetch(parent_id)
         child, change = spawn_wake.spawned(self, parent_id, agent_name, budget, "")
         return await self._woken(child, prompt, wait_ms, change)
 
@@ -358,7 +401,7 @@ class Runtime:
         return Woken(h.id, queued, waiting)
 
     async def wait(self, handle_id: str, timeout_ms: int = 0) -> TaskResult:
-        h = self.table.handle(handle_id)
+        h = await self._handle(handle_id)
         if settled_result(h) is not None:
             await self._log.barrier()  # report only what is on disk
             # a change refused meanwhile left memory ahead of the store: reload it first (UNAVAILABLE
@@ -397,7 +440,7 @@ class Runtime:
             # the entry accept reads, and the handles waiting on it if they are parked on disk, read
             # off the event loop; the entry again if loading them awaited (accept's get is fresh)
             entry = await self.requests.fetch(answer.id)
-            if entry is not None and await self.table.fetch([*entry.pending(), *filter(None, [handle_id])]):
+            if entry is not None and await self.fetch(*entry.pending(), handle_id):
                 await self.requests.fetch(answer.id)
             accepted, change = resume_mod.accept(self, answer, handle_id, accept_changed_definition, upgrade)
             top = accepted.chain[-1]
@@ -438,7 +481,7 @@ class Runtime:
     async def post(self, handle_id: str, item: InboxItem) -> int:
         """Append an inbox item and return its 1-based place in the inbox; a full inbox rejects at
         once (docs/protocol.md §4 Inbox)."""
-        h = self.table.handle(handle_id)
+        h = await self._handle(handle_id)
         if h.state is HandleState.CLOSED:
             raise FailedPrecondition(f"inbox closed: {h.id}")
         if len(h.inbox) >= self.options.inbox_cap:
@@ -452,10 +495,10 @@ class Runtime:
 
     async def interrupt(self, handle_id: str) -> ending.Interrupted:
         """Runs to its end once started (``detached``): a turn it stopped is always settled."""
-        return await run_to_end(ending.interrupt(self, self.table.handle(handle_id)))
+        return await run_to_end(ending.interrupt(self, await self._handle(handle_id)))
 
     async def close(self, handle_id: str) -> None:
-        await run_to_end(ending.close(self, self.table.handle(handle_id), "closed by request"))
+        await run_to_end(ending.close(self, await self._handle(handle_id), "closed by request"))
 
     async def shutdown(self) -> None:
         await run_to_end(ending.shutdown(self))
@@ -518,6 +561,13 @@ class Runtime:
 
     def turn_of(self, h: Handle) -> asyncio.Task[None] | None:
         return self.residency.turn_of(h)
+
+
+def stored_seqs(store: Store, runtime_id: str) -> tuple[int, int]:
+    """The next event seq of a runtime and the first one still stored (the next when none is)."""
+    next_seq = store.last_seq(runtime_id) + 1
+    first = store.events(runtime_id, 0, 1)
+    return next_seq, first[0].seq if first else next_seq
 
 
 def settled_result(h: Handle) -> TaskResult | None:

@@ -23,12 +23,13 @@ events polled once a second.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from importlib import resources
-from typing import ParamSpec, TypeVar
+from typing import TypeVar
 from urllib.parse import parse_qs
 
 from starlette.requests import ClientDisconnect, Request
@@ -53,12 +54,11 @@ from ...model import Answer, Event, EventType
 from ...model import Request as AskRequest
 from ...store.base import Store
 from . import reads, views
-from .reads import BadCursor, Visibility
+from .reads import BadCursor
 from .schema_form import BadForm, data_of
 from .sessions import MAX_KEY_CHARS, MAX_STREAMS, Session, Sessions
 
 log = logging.getLogger("toolnexus_daemon.inspector")
-P = ParamSpec("P")
 R = TypeVar("R")
 
 COOKIE = "tnx_session"
@@ -76,6 +76,8 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "same-origin", "Cache-Control": "no-store", "X-Frame-Options": "DENY",
            "Cross-Origin-Opener-Policy": "same-origin"}
 HTML = "text/html; charset=utf-8"
+NOT_VISIBLE = ("no such runtime here, or it is protected by a runtime key this session does not hold "
+               "(add the key on the Runtimes page)")
 
 # in a cluster: (moved, runtime, handle, answer, runtime key) → the owner's (top handle, duplicate),
 # or its refusal as a domain error
@@ -218,44 +220,50 @@ class Inspector:
 
     async def _runtimes(self, request: Request, session: Session) -> Response:
         cursor = request.query_params.get("page", "")
-        store = self._engine.store
-        page = await self._read(reads.runtimes, store, Visibility(store, session), cursor)
+        page = await self._served(reads.runtimes(self._engine.inbox, session, cursor))
         return _page(200, views.runtimes_page(page, session))
 
     async def _pending(self, request: Request, session: Session) -> Response:
         cursor = request.query_params.get("page", "")
         runtime = request.query_params.get("runtime") or None
-        seen = Visibility(self._engine.store, session)
         if runtime is not None:
-            await self._visible(seen, runtime)
-        page = await self._read(reads.pending, self._engine.store, seen, cursor, runtime)
+            await self._visible(session, runtime)
+        page = await self._served(reads.pending(self._engine.inbox, session, cursor, runtime))
         return _page(200, views.pending_page(page, session, cursor))
 
     async def _runtime(self, request: Request, session: Session) -> Response:
         rid = request.query_params.get("id", "")
-        seen = Visibility(self._engine.store, session)
-        await self._visible(seen, rid)
+        await self._visible(session, rid)
         after = _int(request.query_params.get("after"))
-        store = self._engine.store
-        handles, cut = await self._read(reads.handles, store, rid)
-        events = await self._read(reads.events, store, rid, after, _int(request.query_params.get("before")))
-        asks = await self._read(reads.pending, store, seen, "", rid)
+        before = _int(request.query_params.get("before"))
+        # every handle record of the runtime: a scan too long to hold the event loop for (LMDB reads
+        # inline in Store.read), so it runs on a thread as before
+        handles, cut = await self._served(asyncio.to_thread(reads.handles, self._engine.store, rid))
+        events = await self._read(lambda store: reads.events(store, rid, after, before))
+        asks = await self._served(reads.pending(self._engine.inbox, session, "", rid))
         where = "" if self._engine.ownership is None or self._engine.holds(rid) else \
             "Served by another daemon of the cluster: shown from the shared store."
         return _page(200, views.runtime_page(rid, handles, cut, events, asks, session, where))
 
-    async def _visible(self, seen: Visibility, runtime_id: str) -> None:
-        """404 unless the session may see ``runtime_id`` (the runtime record is read in a thread:
-        on PostgreSQL a read is a round trip, which the loop does not wait on)."""
-        if not RUNTIME_ID_RE.match(runtime_id) or not await self._read(seen.sees, runtime_id):
-            raise Refused(404, "no such runtime here, or it is protected by a runtime key this session "
-                               "does not hold (add the key on the Runtimes page)")
+    async def _visible(self, session: Session, runtime_id: str) -> None:
+        """404 unless the session may see ``runtime_id`` (the engine reads the runtime record off
+        the event loop: on PostgreSQL a read is a round trip, which the loop does not wait on)."""
+        if not RUNTIME_ID_RE.match(runtime_id) or \
+                not await self._served(self._engine.inbox.sees(runtime_id, session.holds)):
+            raise Refused(404, NOT_VISIBLE)
 
-    async def _read(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    async def _read(self, work: Callable[[Store], R]) -> R:
+        """``work`` through ``Store.read`` (off the event loop where a read waits on a network)."""
+        return await self._served(self._engine.store.read(work))
+
+    async def _served(self, work: Awaitable[R]) -> R:
+        """``work``, its refusals said as pages: a bad cursor 400, an unreadable store 503."""
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await work
         except BadCursor as exc:
             raise Refused(400, f"{exc}: start again from the first page") from None
+        except (NotFound, PermissionDenied):  # gone or re-keyed since it was found visible
+            raise Refused(404, NOT_VISIBLE) from None
         except StoreError as exc:
             raise Refused(503, f"the daemon cannot read its store right now: {exc}") from None
 
@@ -263,7 +271,7 @@ class Inspector:
 
     async def _events(self, request: Request, session: Session) -> Response:
         rid = request.query_params.get("id", "")
-        await self._visible(Visibility(self._engine.store, session), rid)
+        await self._visible(session, rid)
         if session.streams >= MAX_STREAMS:
             raise Refused(429, f"this session has {MAX_STREAMS} live timelines open already; close one")
         resume = request.headers.get("last-event-id") or request.query_params.get("after")
@@ -315,7 +323,8 @@ class Inspector:
         loop = asyncio.get_running_loop()
         until = loop.time() + STREAM_MAX_S
         while loop.time() < until:
-            page = await asyncio.to_thread(self._engine.store.events, rid, after, 200)
+            page = await self._engine.store.read(functools.partial(_events_after, runtime_id=rid,
+                                                                   after=after))
             for ev in page:
                 after = ev.seq
                 yield _sse_event(ev)
@@ -330,9 +339,8 @@ class Inspector:
         decision = form.get("decision", "")
         if decision not in ("approve", "decline") or not handle or not rid_req:
             raise Refused(400, "choose Approve or Decline on a request's form")
-        seen = Visibility(self._engine.store, session)
-        await self._visible(seen, rid)
-        asked = await self._read(_asked, self._engine.store, rid, handle, rid_req)
+        await self._visible(session, rid)
+        asked = await self._read(lambda store: _asked(store, rid, handle, rid_req))
         approve = decision == "approve"
         try:
             data = data_of(asked, form, approve) if isinstance(asked, AskRequest) else None
@@ -355,7 +363,7 @@ class Inspector:
             except Moved as moved:
                 if self._forward is None:
                     raise
-                digest = await asyncio.to_thread(Visibility(self._engine.store, session).key_of, rid)
+                digest = await self._engine.inbox.key_of(rid)
                 key = session.key_for(digest or "")
                 await self._forward(moved, rid, handle, answer, key)
                 return
@@ -382,6 +390,10 @@ class Inspector:
         kind = "text/javascript" if name.endswith(".js") else "text/css"
         reply = Response(asset, 200, {"Cache-Control": "no-cache"}, media_type=f"{kind}; charset=utf-8")
         return _secured(reply, cache=False)
+
+
+def _events_after(store: Store, runtime_id: str, after: int) -> list[Event]:
+    return store.events(runtime_id, after, 200)
 
 
 def _asked(store: Store, rid: str, handle: str, request_id: str) -> AskRequest | None:

@@ -11,8 +11,9 @@ import json
 import time
 from urllib.parse import urlencode, urlsplit
 
+from ...engine.verbs.inbox import PendingItem, RuntimeSummary
 from ...model import JSON, Event, EventType, Request
-from .reads import EventPage, Page, PendingEntry, RuntimeRow
+from .reads import EventPage, Page
 from .render import Safe, join, render
 from .schema_form import SCHEMA_KEYS, inputs
 from .sessions import Session
@@ -71,7 +72,7 @@ def _key_form(session: Session, back: str) -> Safe:
                   '($n held).</p></details>', csrf=csrf_field(session), back=back, n=len(session.keys))
 
 
-def runtimes_page(page: Page[RuntimeRow], session: Session) -> bytes:
+def runtimes_page(page: Page[RuntimeSummary], session: Session) -> bytes:
     rows = join(render('<tr><td><a class="runtime" href="$href">$id</a>$lock</td><td>$created</td>'
                        '<td>$states</td><td>$pending</td></tr>',
                        href="/runtime?" + urlencode({"id": r.runtime_id}), id=r.runtime_id,
@@ -96,7 +97,7 @@ def _next(path: str, cursor: str, extra: dict[str, str] | None = None) -> Safe:
 
 
 def runtime_page(runtime_id: str, handles: list[JSON], cut: bool, events: EventPage,
-                 pending: Page[PendingEntry], session: Session, where: str) -> bytes:
+                 pending: Page[PendingItem], session: Session, where: str) -> bytes:
     back = "/runtime?" + urlencode({"id": runtime_id})
     tree = join(_handle_row(h) for h in handles)
     cut_note = Safe('<p class="muted">Only the first handles are shown.</p>') if cut else Safe("")
@@ -191,7 +192,7 @@ def event_json(ev: Event) -> str:
                        "what": summary(ev)}, ensure_ascii=False)
 
 
-def pending_page(page: Page[PendingEntry], session: Session, cursor: str) -> bytes:
+def pending_page(page: Page[PendingItem], session: Session, cursor: str) -> bytes:
     back = "/pending" + ("?" + urlencode({"page": cursor}) if cursor else "")
     cards = join(answer_card(e, session, back, i) for i, e in enumerate(page.items))
     body = render('<h1>Pending</h1><p class="muted">Every open request across the runtimes this session '
@@ -202,7 +203,7 @@ def pending_page(page: Page[PendingEntry], session: Session, cursor: str) -> byt
     return layout("Pending", body, session)
 
 
-def answer_card(e: PendingEntry, session: Session, back: str, index: int, *,
+def answer_card(e: PendingItem, session: Session, back: str, index: int, *,
                 show_runtime: bool = True) -> Safe:
     req = e.request
     form_id = f"a{index}"

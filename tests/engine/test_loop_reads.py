@@ -1,0 +1,116 @@
+"""The engine reads the store through ``Store.read`` on the paths a call takes: a start (and so a
+cluster's take-over, which loads a runtime the same way), a New, and a verb naming a handle parked on
+disk together with the registry version it runs. On PostgreSQL a read made around ``Store.read``
+holds the event loop — every call of every runtime — for a round trip.
+
+The store records every synchronous read made outside ``Store.read``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from toolnexus_daemon.clock import SystemClock
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.model import AgentDef, Answer, LlmConfig, LlmStyle, RuntimeOptions, Status, ToolSource
+from toolnexus_daemon.store import MemoryStore, Store
+from toolnexus_devtools import mock_model
+
+from .conftest import Bench
+from .test_single_level import SECRET, secret_action
+
+T = TypeVar("T")
+READS = frozenset({"runtime_ids", "get_runtime", "handles", "handles_to_recover", "census", "pending",
+                   "expiring", "get_handle", "get_handles", "messages", "get_checkpoint", "get_request",
+                   "get_version", "versions", "events", "last_seq"})
+LLM = LlmConfig(style=LlmStyle.WORKER)
+
+
+class DirectReads(MemoryStore):
+    """Records the name of every synchronous read made directly, not inside ``Store.read``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.direct: list[str] = []
+        self.inside = 0
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        self.inside += 1
+        try:
+            return await super().read(work)
+        finally:
+            self.inside -= 1
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in READS and not object.__getattribute__(self, "inside"):
+            object.__getattribute__(self, "direct").append(name)
+        return super().__getattribute__(name)
+
+
+def _engine(store: Store, bench: Bench) -> Engine:
+    return Engine(store, clock=SystemClock(), model_for=lambda llm: bench.model,
+                  executors={ToolSource.NATIVE: bench.tools})
+
+
+async def _parked(engine: Engine, rid: str) -> tuple[str, str]:
+    """A handle of ``rid`` suspended on an approval: (handle, request id)."""
+    rt = engine.runtime(rid)
+    h = await rt.spawn("root", "secret")
+    await rt.wake(h.id, "go")
+    result = await rt.wait(h.id, 5000)
+    assert result.status is Status.PENDING and result.pending is not None
+    return h.id, result.pending.id
+
+
+async def test_a_start_and_a_new_read_the_store_only_through_store_read(bench: Bench) -> None:
+    store = DirectReads()
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    first = _engine(store, bench)
+    await first.start()
+    await first.new("kept", [SECRET], LLM, RuntimeOptions())
+    handle, _ = await _parked(first, "kept")
+    await first.stop()
+
+    store.direct.clear()
+    again = _engine(store, bench)
+    try:
+        assert await again.start() == 0
+        await again.new("fresh", [SECRET], LLM, RuntimeOptions())
+        await again.new("kept", [SECRET], LLM, RuntimeOptions())  # a reattach
+        await again.settle_background()
+        assert store.direct == [], "read around Store.read (on PostgreSQL: the event loop held)"
+        rt = again.runtime("kept")
+        assert rt.handles.peek(handle) is None, "parked on disk after the restart"
+        await rt.fetch(handle)  # what Snapshot and Watch do before their synchronous lookup
+        assert rt.snapshot(handle).state.value == "suspended"
+        assert store.direct == []
+    finally:
+        await again.stop()
+
+
+async def test_a_resume_reads_the_version_its_parked_handle_runs_through_store_read(bench: Bench) -> None:
+    store = DirectReads()
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    first = _engine(store, bench)
+    await first.start()
+    await first.new("pinned", [SECRET], LLM, RuntimeOptions())
+    handle, request_id = await _parked(first, "pinned")
+    changed: AgentDef = replace(SECRET, soul="a newer soul")
+    assert (await first.new("pinned", [changed], LLM, RuntimeOptions())).version.number == 2
+    await first.settle_background()
+    await first.stop()
+
+    again = _engine(store, bench)
+    await again.start()
+    try:
+        rt = again.runtime("pinned")
+        store.direct.clear()
+        outcome = await rt.resume(Answer(request_id, ok=True), handle)
+        assert outcome.result is not None and outcome.result.status is Status.DONE
+        assert rt.snapshot(handle).version == 1, "the handle ran the version it was pinned to"
+        assert store.direct == [], "read around Store.read (on PostgreSQL: the event loop held)"
+    finally:
+        await again.stop()
