@@ -71,7 +71,8 @@ XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 
 # the Node client's tests run beside the PostgreSQL pass (each one's output shown whole when it ends;
 # either failing fails the build)
-test: proto-check lint typecheck $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
+# (node-deps first: the docs' js blocks run on the Node client's installed packages)
+test: proto-check lint typecheck node-deps
 	$(BIN)/pytest -q $(XDIST)
 	$(MAKE) --no-print-directory -j2 --output-sync=target node-test test-pg-suites
 
@@ -159,7 +160,10 @@ $(NODE_EXAMPLES_STAMP): examples/node/package.json examples/node/package-lock.js
 	cd examples/node && npm ci --no-audit --no-fund
 	touch $(NODE_EXAMPLES_STAMP)
 
-.PHONY: node-test
+# the packages alone (make test installs them before the pytest passes: the docs' js blocks need them)
+.PHONY: node-deps node-test
+node-deps: $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
+
 node-test: $(STAMP) $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
 	cd clients/node && TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node --test --test-timeout=60000 test/*.test.js
 
