@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from toolnexus_daemon.clock import SystemClock  # noqa: E402
-from toolnexus_daemon.engine.engine import Engine  # noqa: E402
+from toolnexus_daemon.engine.verbs.engine import Engine  # noqa: E402
 from toolnexus_daemon.model import AgentDef, LlmConfig, LlmStyle, RuntimeOptions  # noqa: E402
 from toolnexus_daemon.store import LmdbStore  # noqa: E402
 

@@ -109,7 +109,7 @@ def opened(kind: str, base: Path) -> Iterator[Store]:
             store.close()
         return
     from bench.pg_server import durable_server
-    from toolnexus_daemon.store.pg_store import PgStore
+    from toolnexus_daemon.store.postgres.store import PgStore
 
     with durable_server() as server:
         store = PgStore(server.fresh_database("lps"))

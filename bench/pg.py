@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolnexus_daemon.store.pg_write import SQL, _write
+from toolnexus_daemon.store.postgres.write import SQL, _write
 
 from . import interleave, peers
 from .common import daemon, log, summary, tcp_target

@@ -47,7 +47,7 @@ import asyncpg
 import psycopg
 
 from toolnexus_daemon.store import pg_schema
-from toolnexus_daemon.store.pg_write import SQL, _write
+from toolnexus_daemon.store.postgres.write import SQL, _write
 
 from .common import log, summary
 from .pg_server import durable_server

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
 from toolnexus_daemon.model import (
     AgentDef,

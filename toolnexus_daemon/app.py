@@ -36,9 +36,9 @@ from .api.store_state import follow_store
 from .api.ui_forward import UiForwarder
 from .clock import SystemClock
 from .config import Settings
-from .engine.engine import Engine
-from .engine.runtime import Runtime
-from .engine.tracing import NOOP, Tracer
+from .engine.turn.tracing import NOOP, Tracer
+from .engine.verbs.engine import Engine
+from .engine.verbs.runtime import Runtime
 from .envexpand import EnvAllowList
 from .errors import NodeTaken, StoreError, StoreLocked
 from .llm.factory import model_factory
@@ -208,8 +208,8 @@ def _membership(settings: Settings, store: Store) -> Membership | None:
     if not settings.clustered:
         return None
     from .cluster.membership import Membership
-    from .store.pg_lease import Leases
-    from .store.pg_store import PgStore
+    from .store.postgres.lease import Leases
+    from .store.postgres.store import PgStore
 
     if not isinstance(store, PgStore):
         raise StoreError("a cluster needs a PostgreSQL store (--store postgresql://...)")

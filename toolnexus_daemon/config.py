@@ -123,7 +123,7 @@ class Settings:
     allow_env: tuple[str, ...] = ()
     # Shutdown{daemon: true} may stop the daemon (for every tenant); off by default
     allow_remote_shutdown: bool = False
-    # a postgresql:// DSN: the store is that database (store.pg_store); "" = LMDB in data_dir
+    # a postgresql:// DSN: the store is that database (store.postgres.store); "" = LMDB in data_dir
     store: str = field(default="", repr=False)
     store_password: str | None = field(default=None, repr=False)
     # on PostgreSQL every daemon is a member of the database's cluster (docs/protocol.md §9):

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from toolnexus_daemon.clock import ManualClock
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
 from toolnexus_daemon.model import (
     JSON,

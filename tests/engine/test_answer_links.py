@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from toolnexus_daemon.answers.links import Links, LinkState
-from toolnexus_daemon.engine.links import LINKS_RUNTIME, digest
-from toolnexus_daemon.engine.request_entry import RequestEntry
+from toolnexus_daemon.engine.state.answer_links import LINKS_RUNTIME, digest
+from toolnexus_daemon.engine.state.request_entry import RequestEntry
 from toolnexus_daemon.errors import FailedPrecondition
 from toolnexus_daemon.model import JSON, AgentDef, Answer, Request, Status, ToolDef, ToolResult
 from toolnexus_daemon.store import MemoryStore

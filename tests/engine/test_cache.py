@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.cache import HandleCache
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.handle import Handle
+from toolnexus_daemon.engine.state.handle import Handle
+from toolnexus_daemon.engine.state.handle_cache import HandleCache
+from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.model import (
     JSON,
     AgentDef,

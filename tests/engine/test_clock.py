@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from toolnexus_daemon.clock import ManualClock, rfc3339
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.model import AgentDef, HandleState, Status, ToolDef, ToolResult
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_devtools import mock_model

@@ -9,9 +9,9 @@ import pytest
 
 from tests.engine.test_fused_wake import CountingStore
 from toolnexus_daemon.clock import ManualClock
-from toolnexus_daemon.engine.change import Change
-from toolnexus_daemon.engine.committer import Committer
-from toolnexus_daemon.engine.runtime import Runtime, RuntimeDeps
+from toolnexus_daemon.engine.commit.committer import Committer
+from toolnexus_daemon.engine.state.change import Change
+from toolnexus_daemon.engine.verbs.runtime import Runtime, RuntimeDeps
 from toolnexus_daemon.errors import LeaseLost, StoreError
 from toolnexus_daemon.model import ROOT_ID, EventType, InboxItem, LlmConfig, LlmStyle, RuntimeOptions
 from toolnexus_daemon.store import Batch, MemoryStore

@@ -10,10 +10,10 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.change import Change
-from toolnexus_daemon.engine.committer import MAX_GROUP
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.commit.committer import MAX_GROUP
+from toolnexus_daemon.engine.state.change import Change
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import StoreError, StoreFull
 from toolnexus_daemon.model import (
     JSON,

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.clock import rfc3339
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, InvalidArgument
 from toolnexus_daemon.model import (
     AgentDef,

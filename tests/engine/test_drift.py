@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 from toolnexus_daemon.clock import ManualClock
-from toolnexus_daemon.engine.change import Change
-from toolnexus_daemon.engine.checkpoint import Checkpoint
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.fingerprint import Fingerprint, soul_digest
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.definitions.fingerprint import Fingerprint, soul_digest
+from toolnexus_daemon.engine.state.change import Change
+from toolnexus_daemon.engine.state.checkpoint import Checkpoint
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import DataLoss, FailedPrecondition
 from toolnexus_daemon.model import (
     AgentDef,

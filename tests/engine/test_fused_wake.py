@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, NotFound
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
 from toolnexus_daemon.model import (

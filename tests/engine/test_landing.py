@@ -11,8 +11,8 @@ import pytest
 
 from tests.engine.conftest import FunctionTools
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import StoreFull
 from toolnexus_daemon.llm.base import ModelReply, ModelRequest, reply_from_openai
 from toolnexus_daemon.model import (

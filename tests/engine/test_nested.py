@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.model import (
     JSON,
     AgentDef,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.model import Answer, EventType, HandleState, Request, Status, ToolResult, ToolSource
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.tools.base import ToolInvocation

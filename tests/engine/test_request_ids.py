@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from toolnexus_daemon.engine.step import MAX_CHAINED
+from toolnexus_daemon.engine.turn.step import MAX_CHAINED
 from toolnexus_daemon.errors import FailedPrecondition
 from toolnexus_daemon.model import JSON, AgentDef, Answer, HandleState, Request, Status, ToolDef, ToolResult
 from toolnexus_daemon.tools.base import ToolInvocation

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolnexus_daemon.engine.schemadiff import SchemaDiff, capped, diff, type_of
+from toolnexus_daemon.engine.definitions.schemadiff import SchemaDiff, capped, diff, type_of
 
 V1: dict[str, Any] = {"type": "object", "required": ["amount"],
                       "properties": {"amount": {"type": "number"}, "currency": {"type": "string"}}}

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from toolnexus_daemon.clock import rfc3339
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import FailedPrecondition, InvalidArgument, NotFound
 from toolnexus_daemon.model import (
     AgentDef,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.engine import Engine
+from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.model import (
     JSON,
     AgentDef,

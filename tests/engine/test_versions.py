@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from toolnexus_daemon.clock import ManualClock
 from toolnexus_daemon.engine import versions
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.model import (
     JSON,
     ROOT_ID,

@@ -32,7 +32,7 @@ def open_daemon_store(daemon: DaemonProcess, beside: bool = False) -> Store:
     ``beside``: the daemon still runs (a database restart is about to happen): PostgreSQL only
     (the database is shared by design; LMDB's directory lock keeps a second process out)."""
     if daemon.store_dsn:
-        from toolnexus_daemon.store.pg_store import PgStore
+        from toolnexus_daemon.store.postgres.store import PgStore
 
         return PgStore(daemon.store_dsn)
     assert not beside, "LMDB is read only while its daemon is down"

@@ -13,7 +13,7 @@ from toolnexus_daemon import config_mcp
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api.convert_registry import registry_from
 from toolnexus_daemon.engine import elicit_check
-from toolnexus_daemon.engine.registry import env_problems, problems
+from toolnexus_daemon.engine.definitions.validate import env_problems, problems
 from toolnexus_daemon.envexpand import EnvAllowList
 from toolnexus_daemon.errors import InvalidArgument
 from toolnexus_daemon.model import AgentDef, Answer, LlmConfig, McpServer, OnCrash, Request, RuntimeOptions

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from toolnexus_daemon.observe.census import CensusStore
 from toolnexus_daemon.observe.metrics import Metrics
 from toolnexus_daemon.store.base import Batch, Store
-from toolnexus_daemon.store.lmdb_store import LmdbStore
+from toolnexus_daemon.store.lmdb.store import LmdbStore
 from toolnexus_daemon.store.memory import MemoryStore
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.pg_fixtures import pg_dsn, pg_server
 from toolnexus_daemon.store import LmdbStore, MemoryStore, Store
-from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.postgres.store import PgStore
 
 __all__ = ["pg_dsn", "pg_server"]
 

@@ -16,10 +16,10 @@ import pytest
 
 from tests.engine.test_committer import Published
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.change import Change
-from toolnexus_daemon.engine.engine import Engine
-from toolnexus_daemon.engine.ownership import Claim, Elsewhere, Owned
-from toolnexus_daemon.engine.runtime import Runtime
+from toolnexus_daemon.engine.commit.ownership import Claim, Elsewhere, Owned
+from toolnexus_daemon.engine.state.change import Change
+from toolnexus_daemon.engine.verbs.engine import Engine
+from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import LeaseLost, StoreError
 from toolnexus_daemon.model import (
     ROOT_ID,
@@ -32,8 +32,8 @@ from toolnexus_daemon.model import (
 )
 from toolnexus_daemon.store import Store
 from toolnexus_daemon.store.base import Fence, lane_of
-from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
-from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.postgres.lease import Held, Lease, Leases
+from toolnexus_daemon.store.postgres.store import PgStore
 
 
 class NoModel:

@@ -18,7 +18,7 @@ from toolnexus_daemon.clock import rfc3339
 from toolnexus_daemon.model import JSON
 from toolnexus_daemon.store import Batch, LmdbStore, MemoryStore, Store
 from toolnexus_daemon.store.expiry import expiry_of
-from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.postgres.store import PgStore
 
 from .samples import record
 

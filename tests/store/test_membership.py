@@ -13,7 +13,7 @@ import pytest
 
 from toolnexus_daemon.cluster.membership import Membership
 from toolnexus_daemon.errors import StoreUnavailable
-from toolnexus_daemon.store.pg_lease import Lease, Leases
+from toolnexus_daemon.store.postgres.lease import Lease, Leases
 
 
 class RacingLeases:

@@ -19,10 +19,10 @@ from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.store.dsn import redact
-from toolnexus_daemon.store.pg_link import Link
-from toolnexus_daemon.store.pg_schema import SCHEMA_VERSION
-from toolnexus_daemon.store.pg_store import PgStore
-from toolnexus_daemon.store.pg_write import _write
+from toolnexus_daemon.store.postgres.link import Link
+from toolnexus_daemon.store.postgres.schema import SCHEMA_VERSION
+from toolnexus_daemon.store.postgres.store import PgStore
+from toolnexus_daemon.store.postgres.write import _write
 
 from .samples import event, record
 

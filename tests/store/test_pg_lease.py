@@ -15,9 +15,9 @@ import pytest
 
 from toolnexus_daemon.errors import LeaseLost, NodeTaken
 from toolnexus_daemon.store import Batch
-from toolnexus_daemon.store.pg_lease import Held, Lease, Leases
-from toolnexus_daemon.store.pg_schema import MIGRATIONS
-from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.postgres.lease import Held, Lease, Leases
+from toolnexus_daemon.store.postgres.schema import MIGRATIONS
+from toolnexus_daemon.store.postgres.store import PgStore
 
 from .samples import event
 from .test_pg import sql

@@ -1,4 +1,4 @@
-"""Which process a lease holder is, and when it is provably gone (``store/process_id.py``): only a
+"""Which process a lease holder is, and when it is provably gone (``store/postgres/process_id.py``): only a
 process of this host and pid namespace that no longer runs, or whose pid now names another process."""
 
 from __future__ import annotations

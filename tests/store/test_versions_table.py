@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import psycopg
 
-from toolnexus_daemon.engine.versions import key_of
+from toolnexus_daemon.engine.definitions.versions import key_of
 from toolnexus_daemon.store import Batch, Store
-from toolnexus_daemon.store.pg_schema import MIGRATIONS, SCHEMA_VERSION
-from toolnexus_daemon.store.pg_store import PgStore
+from toolnexus_daemon.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from toolnexus_daemon.store.postgres.store import PgStore
 
 from .samples import record
 from .test_pg import sql

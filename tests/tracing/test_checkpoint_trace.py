@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolnexus_daemon.config import load
-from toolnexus_daemon.engine.checkpoint import Checkpoint
+from toolnexus_daemon.engine.state.checkpoint import Checkpoint
 
 PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 SPAN = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"

@@ -325,7 +325,7 @@ def test_off_loads_nothing_of_the_sdk(tmp_path: Path) -> None:
     script = ("import sys\n"
               "from toolnexus_daemon.app import _tracer\n"
               "from toolnexus_daemon.config import load\n"
-              "from toolnexus_daemon.engine.tracing import NOOP\n"
+              "from toolnexus_daemon.engine.turn.tracing import NOOP\n"
               f"assert _tracer(load(['--data-dir', {str(tmp_path)!r}], {{}})) is NOOP\n"
               "print(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk')))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ..clock import Clock, parse_rfc3339
-from ..engine.engine import Engine
-from ..engine.links import LINKS_RUNTIME, MAX_TOKEN_CHARS, LinkRow, digest
-from ..engine.ownership import Moved
-from ..engine.request_entry import RequestEntry, WaitState
+from ..engine.commit.ownership import Moved
+from ..engine.state.answer_links import LINKS_RUNTIME, MAX_TOKEN_CHARS, LinkRow, digest
+from ..engine.state.request_entry import RequestEntry, WaitState
+from ..engine.verbs.engine import Engine
 from ..errors import (
     AlreadyAnswered,
     DaemonError,

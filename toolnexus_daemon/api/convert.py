@@ -16,8 +16,8 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from ..bounds import bounded_output
-from ..engine.fingerprint import DefinitionChange
-from ..engine.handle import Handle
+from ..engine.definitions.fingerprint import DefinitionChange
+from ..engine.state.handle import Handle
 from ..errors import InvalidArgument
 from ..model import JSON, Answer, Event, EventType, InboxItem, Request, TaskResult
 from ._gen import runtime_pb2 as pb

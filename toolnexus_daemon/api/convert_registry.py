@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import Limits
-from ..engine.registry import validate
+from ..engine.definitions.validate import validate
 from ..errors import InvalidArgument
 from ..model import (
     AgentDef,

@@ -26,7 +26,7 @@ from google.protobuf.message import Message
 from grpc import aio
 
 from ..config import Tls
-from ..engine.ownership import Moved
+from ..engine.commit.ownership import Moved
 from ._gen import runtime_pb2 as pb
 
 SERVICE = pb.DESCRIPTOR.services_by_name["AgentRuntime"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..config import Limits
-from ..engine.engine import Engine
+from ..engine.verbs.engine import Engine
 from ..model import RuntimeOptions
 from ..store.base import StoreInfo
 from ._gen import runtime_pb2 as pb

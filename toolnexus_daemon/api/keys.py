@@ -12,8 +12,8 @@ from typing import Any
 from grpc import aio
 
 from ..engine import links
-from ..engine.engine import Engine
-from ..engine.runtime import Runtime
+from ..engine.verbs.engine import Engine
+from ..engine.verbs.runtime import Runtime
 
 RUNTIME_KEY_HEADER = "x-toolnexus-runtime-key"
 # an answer a daemon of the cluster forwards from an answer link: the link stands in for the key

@@ -13,8 +13,8 @@ from __future__ import annotations
 import grpc
 from grpc import aio
 
-from ..engine.links import LinkRow
-from ..engine.ownership import Moved
+from ..engine.commit.ownership import Moved
+from ..engine.state.answer_links import LinkRow
 from ..errors import (
     AlreadyAnswered,
     DaemonError,

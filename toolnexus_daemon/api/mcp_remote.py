@@ -19,7 +19,7 @@ import grpc
 from google.protobuf.message import Message
 from grpc import aio
 
-from ..engine.ownership import Moved
+from ..engine.commit.ownership import Moved
 from ..errors import DaemonError, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from ..mcp_edge.verbs import View
 from ..model import Answer, HandleState, Request, Status, TaskResult

@@ -28,7 +28,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from ..config import Settings
-from ..engine.engine import Engine
+from ..engine.verbs.engine import Engine
 from ..relay import WorkerHub
 from ._gen import runtime_pb2 as pb
 from .auth import BearerTokenInterceptor

@@ -20,10 +20,10 @@ from typing import Any, TypeAlias, TypeVar
 
 from grpc import aio
 
-from ..engine.engine import Engine
-from ..engine.ownership import Moved
-from ..engine.runtime import Runtime, Woken
-from ..engine.watch import FellBehind
+from ..engine.commit.ownership import Moved
+from ..engine.verbs.engine import Engine
+from ..engine.verbs.event_stream import FellBehind
+from ..engine.verbs.runtime import Runtime, Woken
 from ..errors import InvalidArgument, NotFound, PermissionDenied, Unavailable
 from ..model import ROOT_ID, EventType
 from ..relay import WorkerHub

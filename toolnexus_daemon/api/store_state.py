@@ -1,6 +1,6 @@
 """The store's database reachability, as clients see it: health and the RPC gate.
 
-A PostgreSQL store (``store.pg_link.Link``) reports when its database becomes
+A PostgreSQL store (``store.postgres.link.Link``) reports when its database becomes
 unreachable and when it is back, from whichever thread noticed. While it is down,
 health is NOT_SERVING and every runtime RPC answers UNAVAILABLE naming the database
 (``AgentRuntimeServicer.store_down``), so a client retries instead of reading a half

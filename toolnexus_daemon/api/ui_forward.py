@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from grpc import aio
 
-from ..engine.ownership import Moved
+from ..engine.commit.ownership import Moved
 from ..model import Answer
 from . import convert
 from ._gen import runtime_pb2 as pb

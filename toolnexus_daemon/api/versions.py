@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ..clock import rfc3339
-from ..engine.runtime import Runtime
-from ..engine.versions import RegistryVersion
+from ..engine.definitions.versions import RegistryVersion
+from ..engine.verbs.runtime import Runtime
 from ..model import ROOT_ID
 from ._gen import runtime_pb2 as pb
 

@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from grpc import aio
 
-from ..engine.engine import Engine
+from ..engine.verbs.engine import Engine
 from ..errors import InvalidArgument
 from ..model import ToolResult
 from ..relay import (

@@ -32,10 +32,10 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import Any, TypeVar
 
-from ..engine.ownership import Claim, Elsewhere, Owned
+from ..engine.commit.ownership import Claim, Elsewhere, Owned
 from ..errors import StoreError, StoreUnavailable
 from ..store.base import Fence
-from ..store.pg_lease import LEASE_STATEMENT_SHARE, Lease, Leases
+from ..store.postgres.lease import LEASE_STATEMENT_SHARE, Lease, Leases
 
 log = logging.getLogger("toolnexus_daemon.cluster")
 

@@ -17,8 +17,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
-from ..engine.engine import Engine
-from ..engine.ownership import Moved
+from ..engine.commit.ownership import Moved
+from ..engine.verbs.engine import Engine
 from ..errors import DaemonError, InvalidArgument, NotFound
 from ..model import Status, TaskResult
 from . import runs, tasks

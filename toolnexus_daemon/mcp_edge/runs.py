@@ -21,7 +21,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.session import ServerSession
 
-from ..engine.engine import Engine
+from ..engine.verbs.engine import Engine
 from ..errors import DaemonError
 from ..model import Answer, EventType, HandleState, Request, Status, TaskResult
 from .exposed import Offered

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..config import Tls
-from ..engine.engine import Engine
+from ..engine.verbs.engine import Engine
 from ..web.server import WebListenError, WebServer
 from .bridge import TaskBridge
 from .edge import Edge

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from ..engine.engine import Engine
-from ..engine.handle import Handle
-from ..engine.ownership import Moved
-from ..engine.runtime import Runtime
+from ..engine.commit.ownership import Moved
+from ..engine.state.handle import Handle
+from ..engine.verbs.engine import Engine
+from ..engine.verbs.runtime import Runtime
 from ..model import ROOT_ID, Answer, HandleState, Request, TaskResult
 
 T = TypeVar("T")

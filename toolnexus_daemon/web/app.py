@@ -22,7 +22,7 @@ from ..clock import Clock
 from ..config import Settings
 from ..config_answers import base_url
 from ..config_listen import is_loopback
-from ..engine.engine import Engine
+from ..engine.verbs.engine import Engine
 from . import answers, health, metrics
 from .inspector import ForwardResume, Inspector
 from .server import WebListenError, WebServer

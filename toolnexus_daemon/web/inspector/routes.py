@@ -36,10 +36,10 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from ...clock import Clock
-from ...engine.engine import Engine
-from ...engine.ownership import Moved
-from ...engine.registry import RUNTIME_ID_RE
-from ...engine.watch import FellBehind
+from ...engine.commit.ownership import Moved
+from ...engine.definitions.validate import RUNTIME_ID_RE
+from ...engine.verbs.engine import Engine
+from ...engine.verbs.event_stream import FellBehind
 from ...errors import (
     AlreadyAnswered,
     DaemonError,
