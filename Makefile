@@ -62,17 +62,31 @@ PG_SUITES := tests/e2e/test_crash_reattach.py tests/e2e/test_chained.py tests/e2
 	tests/inspector/test_http.py
 PG_ALL := tests/e2e tests/api tests/client tests/fuzz tests/faults tests/ops
 
-test: proto-check lint typecheck node-test
-	$(BIN)/pytest -q
-	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(PG_SUITES)
+# Both pytest passes run on pytest-xdist workers: most tests wait on daemon subprocesses, model
+# servers and timers rather than compute, so four workers pay even on two cores. `--dist loadfile`
+# keeps each test file on one worker (its module daemons start once, its tests keep their order);
+# each worker has its own PostgreSQL server and browser. PYTEST_WORKERS=0 runs in this process.
+PYTEST_WORKERS ?= 4
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
+
+# the Node client's tests run beside the PostgreSQL pass (each one's output shown whole when it ends;
+# either failing fails the build)
+# (node-deps first: the docs' js blocks run on the Node client's installed packages)
+test: proto-check lint typecheck node-deps
+	$(BIN)/pytest -q $(XDIST)
+	$(MAKE) --no-print-directory -j2 --output-sync=target node-test test-pg-suites
+
+.PHONY: test-pg-suites
+test-pg-suites: $(STAMP)
+	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(XDIST) $(PG_SUITES)
 
 # the whole matrix: every daemon suite on both durable stores (LMDB-only tests skip on PostgreSQL)
 test-all: proto-check lint typecheck node-test
-	$(BIN)/pytest -q
-	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(PG_ALL)
+	$(BIN)/pytest -q $(XDIST)
+	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(XDIST) $(PG_ALL)
 
 test-pg: $(STAMP)
-	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(PG_ALL)
+	TOOLNEXUS_TEST_STORE=postgres $(BIN)/pytest -q -p no:cacheprovider $(XDIST) $(PG_ALL)
 
 # ruff, and the import contracts of pyproject.toml (the layers docs/architecture.md describes)
 lint: $(STAMP)
@@ -146,7 +160,10 @@ $(NODE_EXAMPLES_STAMP): examples/node/package.json examples/node/package-lock.js
 	cd examples/node && npm ci --no-audit --no-fund
 	touch $(NODE_EXAMPLES_STAMP)
 
-.PHONY: node-test
+# the packages alone (make test installs them before the pytest passes: the docs' js blocks need them)
+.PHONY: node-deps node-test
+node-deps: $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
+
 node-test: $(STAMP) $(NODE_STAMP) $(NODE_EXAMPLES_STAMP)
 	cd clients/node && TOOLNEXUS_PYTHON=$(CURDIR)/$(BIN)/python node --test --test-timeout=60000 test/*.test.js
 

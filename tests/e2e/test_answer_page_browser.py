@@ -1,58 +1,20 @@
 """The answer page in a real headless browser (docs/protocol.md §10): Debian's chromium, driven by
 Selenium through chromedriver, opens the link, clicks Approve, and the suspended handle finishes.
 
-``.ci/run`` installs chromium and chromium-driver when they are missing; outside CI the test skips,
-saying so, on a machine without them, and in CI (``CI=true``) it fails instead, so a CI run can
-never pass without having run it.
+The ``browser`` fixture (tests/support/browser.py) lends the session's chromium; ``.ci/run`` installs
+chromium and chromium-driver when they are missing; outside CI the test skips, saying so, on a
+machine without them, and in CI (``CI=true``) it fails instead, so a CI run can never pass without
+having run it.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.support.answer_links import linked_daemon, park
 from tests.support.grpc_client import open_stub
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import ScriptedModelServer
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage")
-
-
-def _browser_or_skip() -> None:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not (p.exists() and os.access(p, os.X_OK))]
-    if not missing:
-        return
-    why = f"{', '.join(missing)} missing: install Debian's chromium and chromium-driver (.ci/run does)"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(why)
-    pytest.skip(why)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
-    _browser_or_skip()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
-        options.add_argument(flag)
-    # an explicit driver path: Selenium Manager never looks for (or downloads) one
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_open_the_link_click_approve_and_the_handle_finishes(browser: object, tmp_path: Path) -> None:

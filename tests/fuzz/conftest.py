@@ -113,6 +113,13 @@ def sentinel(stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer) -> Sent
     return Sentinel(SENTINEL, suspended, idle, pending.id, listed, stored_events(stub, SENTINEL))
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # a pytest-xdist worker's counts go to the controller, which prints the run's total (tests/conftest.py)
+    handover = getattr(session.config, "workeroutput", None)
+    if handover is not None and CASES:
+        handover["fuzz_cases"] = dict(CASES)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if CASES:
         detail = ", ".join(f"{name} {n}" for name, n in sorted(CASES.items()))

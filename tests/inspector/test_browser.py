@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_answer_page_browser import browser as _browser  # noqa: F401  (the fixture)
 from tests.inspector.support import TOKEN, ask_agent, inspector_daemon, park, ui_base, wait_result
 from tests.support.grpc_client import open_stub
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import ScriptedModelServer
 
-browser = _browser
 PROMPT = 'ship it? <img src=x onerror="alert(1)">'
 ROW_TEXTS = "return Array.from(document.querySelectorAll('#events tr.ev'), (row) => row.textContent)"
 REPLY = "shipped <script>alert(2)</script><img src=y onerror=alert(3)>"

