@@ -52,6 +52,7 @@ from .store.base import Store
 from .store.opening import open_store, store_location
 from .tools.base import ToolExecutor
 from .tools.http_tool import HttpToolExecutor
+from .tools.mcp_lazy import LazyMcpExecutor, sdk_installed
 from .tools.native import NativeExecutor
 from .tools.resolver import HubResolver
 from .tools.webhook import WebhookExecutor
@@ -59,7 +60,6 @@ from .tools.webhook import WebhookExecutor
 if TYPE_CHECKING:  # the cluster and its driver load only in a daemon that joins one
     from .cluster.membership import Membership
     from .mcp_edge.server import McpListener  # the MCP SDK loads only with --mcp-listen
-    from .tools.mcp import McpExecutor
 
 log = logging.getLogger("toolnexus_daemon")
 # Info's config["advertise"] of a daemon other daemons cannot forward calls to
@@ -74,7 +74,7 @@ class _Daemon:
     servicer: AgentRuntimeServicer
     health: HealthServicer
     addresses: list[str]
-    executors: tuple[NativeExecutor | WebhookExecutor | HttpToolExecutor | McpExecutor, ...]
+    executors: tuple[NativeExecutor | WebhookExecutor | HttpToolExecutor | LazyMcpExecutor, ...]
     metrics: Metrics
     metrics_server: web.WebServer
     # a member of a cluster: this daemon's runtime leases
@@ -191,17 +191,16 @@ async def _serving(health: HealthServicer) -> bool:
     return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
-def _mcp_executor(settings: Settings, env: dict[str, str]) -> McpExecutor | None:
+def _mcp_executor(settings: Settings, env: dict[str, str]) -> LazyMcpExecutor | None:
     """The executor of MCP tools, or None where the mcp SDK is not installed (an environment that
     pins another major version of it, such as the benchmarks' peers): New then refuses
-    mcp_servers, and --mcp-config cannot be served."""
-    try:
-        from .tools.mcp import McpExecutor
-    except ImportError as exc:
+    mcp_servers, and --mcp-config cannot be served. The SDK itself is imported on first use
+    (``tools.mcp_lazy``), or at start with --mcp-config."""
+    if not sdk_installed():
         log.warning("MCP servers are unavailable: the mcp SDK is not installed",
-                    extra={"error": str(exc), "mcp_config": settings.mcp_config is not None})
+                    extra={"mcp_config": settings.mcp_config is not None})
         return None
-    return McpExecutor(settings.mcp_config, env)
+    return LazyMcpExecutor(settings.mcp_config, env)
 
 
 def _membership(settings: Settings, store: Store) -> Membership | None:
