@@ -73,7 +73,7 @@ async def test_a_restarted_engine_loads_parked_handles_lazily(bench: Bench) -> N
                    executors={ToolSource.NATIVE: bench.tools})
     await again.start()
     rt2 = again.runtime("lazy")
-    assert len(rt2.handles) == 1, "only the root is in memory after a restart"
+    assert len(list(rt2.table.loaded())) == 1, "only the root is in memory after a restart"
     assert rt2.snapshot(ids[2]).state is HandleState.SUSPENDED
     await again.stop()
 
@@ -125,7 +125,7 @@ async def test_an_answer_to_a_handle_parked_on_disk_loads_it_through_store_read(
     await again.start()
     try:
         rt = again.runtime("parked")
-        assert rt.handles.peek(h.id) is None, "parked on disk after the restart"
+        assert rt.table.peek(h.id) is None, "parked on disk after the restart"
         store.direct.clear()
         outcome = await rt.resume(Answer(pending.id, ok=True))
         assert outcome.result is not None and outcome.result.status is Status.DONE

@@ -82,7 +82,7 @@ async def test_a_start_and_a_new_read_the_store_only_through_store_read(bench: B
         await again.settle_background()
         assert store.direct == [], "read around Store.read (on PostgreSQL: the event loop held)"
         rt = again.runtime("kept")
-        assert rt.handles.peek(handle) is None, "parked on disk after the restart"
+        assert rt.table.peek(handle) is None, "parked on disk after the restart"
         await rt.fetch(handle)  # what Snapshot and Watch do before their synchronous lookup
         assert rt.snapshot(handle).state.value == "suspended"
         assert store.direct == []

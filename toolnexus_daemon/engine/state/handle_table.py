@@ -1,16 +1,17 @@
 """The handle table of one runtime: the cache, loads from the store, tree walks, and the
 reload of handles a refused commit left ahead of the store.
 
-It is the one owner of "which ``Handle`` object stands for this id": verbs look handles up and
-walk the tree here, the committer asks it to settle before a commit and to restore after a
-refusal, and the runtime lifecycle asks it for the handles recovery needs.
+It is the one owner of "which ``Handle`` object stands for this id", and the only owner of the
+cache that answers it (``handle_cache``): verbs and turns look handles up, add new ones and walk
+the tree through the table's methods, the committer asks it to settle before a commit and to
+restore after a refusal, and the runtime lifecycle asks it for the handles recovery needs.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ...errors import DataLoss, InvalidArgument, NotFound, StoreError, StoreUnavailable
 from ...model import JSON, ROOT_ID, HandleState
@@ -28,7 +29,7 @@ class HandleTable:
     def __init__(self, store: Store, runtime_id: str) -> None:
         self._store = store
         self._rid = runtime_id
-        self.cache = HandleCache(self._load)
+        self._cache = HandleCache(self._load)
         # handles a failed commit left ahead of an unreachable store (see ``restore``)
         self._unrestored: dict[str, Handle] = {}
 
@@ -45,7 +46,7 @@ class HandleTable:
             if rec is None:
                 raise StoreError(f"recovery/{self._rid}/{hid} names a handle with no record")
             h = self._build(rec, cp)
-            self.cache[h.id] = h
+            self._cache[h.id] = h
             out.append(h)
         return out
 
@@ -58,7 +59,7 @@ class HandleTable:
         wanted = [hid for hid in dict.fromkeys(handle_ids) if storable_id(hid)]
         read = False
         while wanted:
-            missing = [hid for hid in wanted if self.cache.peek(hid) is None]
+            missing = [hid for hid in wanted if self._cache.peek(hid) is None]
             if not missing:
                 break
             read = True
@@ -68,13 +69,13 @@ class HandleTable:
                 break
             wanted = []
             for hid, (rec, cp) in zip(missing, found, strict=True):
-                if rec is None or self.cache.peek(hid) is not None:
+                if rec is None or self._cache.peek(hid) is not None:
                     continue
                 try:
                     h = self._build(rec, cp)
                 except (StoreError, ValueError, KeyError, TypeError):
                     continue  # the lookup reads it again and reports it (DATA_LOSS)
-                self.cache[hid] = h
+                self._cache[hid] = h
                 if h.parent is not None:
                     wanted.append(h.parent)
         return read
@@ -121,7 +122,7 @@ class HandleTable:
         for hid, rec in records.items():
             h = self._unrestored[hid]
             if rec is None:
-                self.cache.pop(hid, None)
+                self._cache.pop(hid, None)
             else:
                 h.restore_from(self._read(rec))
         self._unrestored.clear()
@@ -133,25 +134,46 @@ class HandleTable:
         turn started since runs on them). Returns the handles recovery continues (loaded, not
         spared). Raises ``StoreUnavailable`` (nothing reloaded) while the store cannot be read."""
         named = self._store.handles_to_recover(self._rid)
-        mid = [h for h in self.cache.loaded()
+        mid = [h for h in self._cache.loaded()
                if h.state is HandleState.RUNNING or h.escalating or h.wake_queue]
         self._unrestored.update({h.id: h for h in mid if not keep(h)})
         self.settle_restores()
         out: list[Handle] = []
         for hid in dict.fromkeys([*named, *(h.id for h in mid)]):
-            h = self.cache.get(hid)
+            h = self._cache.get(hid)
             if h is not None and not keep(h):
                 out.append(h)
         return out
 
     # ------------------------------------------------------------------ lookups
 
+    def add(self, h: Handle) -> None:
+        """Hold a handle made here (a spawn, the root): the one object that stands for its id."""
+        self._cache[h.id] = h
+
+    def get(self, handle_id: str) -> Handle | None:
+        """The handle, read from the store if it is parked there; None when the store has none."""
+        return self._cache.get(handle_id)
+
+    def known(self, handle_id: str) -> Handle:
+        """A handle another one names (its parent, a child): read from the store if parked there;
+        ``KeyError`` when the store has none."""
+        return self._cache[handle_id]
+
+    def peek(self, handle_id: str) -> Handle | None:
+        """The handle if it is in memory; never reads the store."""
+        return self._cache.peek(handle_id)
+
+    def loaded(self) -> Iterator[Handle]:
+        """The handles in memory right now (a snapshot; parked ones on disk are not visited)."""
+        return self._cache.loaded()
+
     def handle(self, handle_id: str) -> Handle:
         if not handle_id:
             raise InvalidArgument("handle is required (a handle id such as root/worker.1)")
         try:
             self.settle_restores()
-            h = self.cache.get(handle_id) if storable_id(handle_id) else None
+            h = self._cache.get(handle_id) if storable_id(handle_id) else None
         except StoreUnavailable:  # the database is away: UNAVAILABLE, the record is not damaged
             raise
         except StoreError as exc:  # a damaged record costs that handle, not the runtime or the daemon
@@ -166,7 +188,7 @@ class HandleTable:
         out: list[Handle] = []
         parent = h.parent
         while parent is not None:
-            p = self.cache[parent]
+            p = self._cache[parent]
             out.append(p)
             parent = p.parent
         return out
@@ -175,7 +197,7 @@ class HandleTable:
         out: list[Handle] = []
         stack = [root_id]
         while stack:
-            h = self.cache[stack.pop()]
+            h = self._cache[stack.pop()]
             out.append(h)
             stack.extend(reversed(h.children))
         return out

@@ -25,7 +25,6 @@ from ..definitions.versions import RegistryVersion
 from ..state.change import Change
 from ..state.checkpoint import Call
 from ..state.handle import Handle
-from ..state.handle_cache import HandleCache
 from ..state.handle_table import HandleTable
 from ..state.request_index import RequestIndex
 from .tracing import Tracer
@@ -78,8 +77,6 @@ class RuntimeContext(Protocol):
     def deps(self) -> Deps: ...
     @property
     def table(self) -> HandleTable: ...
-    @property
-    def handles(self) -> HandleCache: ...
     @property
     def requests(self) -> RequestIndex: ...
     @property

@@ -61,7 +61,7 @@ async def report_reattach(rt: RuntimeContext, before: Mapping[str, AgentDef], be
                or (inherited_model_changed and agent.model in ("", "inherit"))}
     if not touched:
         return 0
-    loaded = {h.id: h for h in rt.handles.loaded() if h.agent in touched}
+    loaded = {h.id: h for h in rt.table.loaded() if h.agent in touched}
     found = [(h.id, h.pending.id, now) for h in loaded.values()
              if h.pending is not None and (now := _news(_fingerprint(h), h.agent, before, before_llm,
                                                             after, after_llm))]

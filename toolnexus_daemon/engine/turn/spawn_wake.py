@@ -54,7 +54,7 @@ def spawned(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget 
                    parent=parent.id, depth=parent.depth + 1, budget=eff, task_key=task_key,
                    spawned_at=rt.deps.clock.now(), version=version)
     parent.add_child(child.id)
-    rt.handles[child.id] = child
+    rt.table.add(child)
     change = Change().save(parent, child)
     change.messages.append((children_log(parent.id), parent.spawn_count - 1, {"id": child.id}))
     change.event(child, EventType.SPAWNED, notes.spawned(child.id, child.depth, eff.max_tokens),
@@ -88,7 +88,7 @@ async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change, 
     check_wakeable(h)
     upgrade.for_wake(rt, h, change, explicit=to_latest)
     rt.agent_of(h)
-    parent = rt.handles[h.parent] if h.parent else None
+    parent = rt.table.known(h.parent) if h.parent else None
     if parent is not None and _slots_full(rt, parent):
         if any(q[0] == h.id for q in parent.wake_queue):
             raise FailedPrecondition(f'handle "{h.id}" already has a queued wake')
@@ -105,7 +105,7 @@ async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change, 
 def _slots_full(rt: RuntimeContext, parent: Handle) -> bool:
     if parent.id == ROOT_ID:
         return False
-    running = sum(1 for c in parent.children if rt.handles[c].state is HandleState.RUNNING)
+    running = sum(1 for c in parent.children if rt.table.known(c).state is HandleState.RUNNING)
     return running >= budgets.max_concurrent(parent) or bool(parent.wake_queue)
 
 
@@ -131,16 +131,16 @@ async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change,
 
 async def slot_freed(rt: RuntimeContext, h: Handle) -> None:
     """A child stopped running: start queued wakes of its parent while slots are free."""
-    parent = rt.handles.get(h.parent) if h.parent else None
+    parent = rt.table.get(h.parent) if h.parent else None
     if parent is None:
         return
     while parent.wake_queue:
-        running = sum(1 for c in parent.children if rt.handles[c].state is HandleState.RUNNING)
+        running = sum(1 for c in parent.children if rt.table.known(c).state is HandleState.RUNNING)
         if running >= budgets.max_concurrent(parent):
             return
         child_id, prompt = parent.wake_queue.pop(0)
         trace = parent.wake_traces.pop(child_id, "")
-        child = rt.handles.get(child_id)
+        child = rt.table.get(child_id)
         change = Change().save(parent)
         if child is None or child.state is not HandleState.IDLE:
             await rt.commit(change)

@@ -75,7 +75,7 @@ async def run_task(rt: RuntimeContext, parent: Handle, call: Call) -> ToolResult
 
 def _child_by_key(rt: RuntimeContext, parent: Handle, key: str) -> Handle | None:
     for cid in parent.children:
-        child = rt.handles.get(cid)
+        child = rt.table.get(cid)
         if child is not None and child.task_key == key:
             return child
     return None

@@ -172,7 +172,7 @@ class Residency:
         for h in handles:
             if h.wake_queue and h.children and not self._stopped:
                 try:
-                    await spawn_wake.slot_freed(self._rt, self._rt.handles[h.children[0]])
+                    await spawn_wake.slot_freed(self._rt, self._table.known(h.children[0]))
                 except StoreUnavailable:
                     self._again = True  # away again: the next heal starts the queued wakes
                     break
@@ -183,7 +183,7 @@ class Residency:
         recovering, self._recovering = self._recovering, []
         for h in recovering:
             if h.wake_queue and h.children:
-                await spawn_wake.slot_freed(self._rt, self._rt.handles[h.children[0]])
+                await spawn_wake.slot_freed(self._rt, self._table.known(h.children[0]))
 
     def retire(self, reason: str) -> None:
         """This daemon gave the runtime up: its streams and waits end, saying ``reason``."""

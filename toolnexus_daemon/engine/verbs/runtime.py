@@ -133,7 +133,6 @@ class Runtime:
         self.deps = deps
         self.created_at = created_at
         self.table = HandleTable(deps.store, runtime_id)
-        self.handles = self.table.cache
         self.bus = EventBus()
         self.residency = Residency(self, self.table)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
@@ -240,7 +239,7 @@ class Runtime:
         if all(int(r.get("number") or 0) == self.version for r in records):
             return []  # only the latest is stored: nothing to look at, no handle read
         used = await asyncio.to_thread(self._versions_in_use)
-        used |= {h.version or self.version for h in self.handles.loaded() if h.id != ROOT_ID}
+        used |= {h.version or self.version for h in self.table.loaded() if h.id != ROOT_ID}
         plan = versions.sweep_plan(records, used, self.version, now, grace_s)
         if not plan:
             return []
@@ -324,7 +323,7 @@ class Runtime:
     async def create_root(self) -> None:
         root = Handle(id=ROOT_ID, agent="", parent=None, depth=0, spawned_at=self.deps.clock.now(),
                       version=self.version)
-        self.handles[ROOT_ID] = root
+        self.table.add(root)
         change = Change(runtime=True).save(root)
         await self.commit(change)
 
@@ -354,11 +353,11 @@ class Runtime:
         """The registry versions the handles in memory among ``handle_ids`` and their ancestors run."""
         out: set[int] = set()
         for hid in handle_ids:
-            h = self.table.cache.peek(hid)
+            h = self.table.peek(hid)
             while h is not None:
                 if h.version:
                     out.add(h.version)
-                h = self.table.cache.peek(h.parent) if h.parent is not None else None
+                h = self.table.peek(h.parent) if h.parent is not None else None
         return out
 
     async def _handle(self, handle_id: str) -> Handle:
