@@ -15,13 +15,13 @@ from ...model import ROOT_ID, Budget
 from ..state.handle import Handle
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Limits
 
 DEFAULT_MAX_DEPTH = 3
 DEFAULT_MAX_CONCURRENT = 8
 
 
-def carve(rt: RuntimeContext, parent: Handle, wanted: Budget) -> Budget:
+def carve(rt: Limits, parent: Handle, wanted: Budget) -> Budget:
     """The child's budget: each pool limit is ``min(own, parent remaining)`` where the parent has one."""
     if parent.id == ROOT_ID:
         return wanted
@@ -41,7 +41,7 @@ def _tighter(own: int, remaining: int, parent_limited: bool) -> int:
     return min(own, remaining) if own else remaining
 
 
-def check_spawn(rt: RuntimeContext, parent: Handle) -> None:
+def check_spawn(rt: Limits, parent: Handle) -> None:
     """``maxDepth N exceeded`` / ``maxChildren N exceeded`` → FAILED_PRECONDITION."""
     line = [parent, *rt.table.ancestors(parent)]
     max_depth = next((a.budget.max_depth for a in line if a.budget.max_depth), DEFAULT_MAX_DEPTH)
@@ -55,7 +55,7 @@ def check_spawn(rt: RuntimeContext, parent: Handle) -> None:
         raise FailedPrecondition(f"budget exhausted ({exhausted[0]}); partial work preserved")
 
 
-def exhausted_limit(rt: RuntimeContext, h: Handle) -> tuple[str, str] | None:
+def exhausted_limit(rt: Limits, h: Handle) -> tuple[str, str] | None:
     """The first spent pool of ``h`` or an ancestor: (pinned name, TaskResult limit), or None."""
     now = rt.deps.clock.now()
     for a in [h, *rt.table.ancestors(h)]:

@@ -19,24 +19,24 @@ from ..state.change import Change, EventSpec
 from ..state.handle import Handle
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Latest, Pinned, Reattaching
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
 
-def record(rt: RuntimeContext, h: Handle, tool_name: str) -> None:
+def record(rt: Pinned, h: Handle, tool_name: str) -> None:
     """Fingerprint what the answer will be fed to, in ``h``'s checkpoint (committed by the caller)."""
     assert h.cp is not None
     h.cp.fingerprint = take(rt.agent_of(h), rt.llm_of(h), tool_name)
 
 
-def found(rt: RuntimeContext, h: Handle) -> list[DefinitionChange]:
+def found(rt: Latest, h: Handle) -> list[DefinitionChange]:
     """What changed since ``h`` suspended durably (nothing for any other state, an old checkpoint
     without a fingerprint, or an agent the registry no longer has — Resume refuses that already)."""
     return _against(h, rt.agents, rt.llm)
 
 
-def check_resume(rt: RuntimeContext, chain: list[Handle], request_id: str, *,
+def check_resume(rt: Latest, chain: list[Handle], request_id: str, *,
                  accept: bool) -> list[DefinitionChange]:
     """FAILED_PRECONDITION naming each refusing change of ``chain`` (raised before the answer is
     consumed), unless ``accept`` (``accept_changed_definition``): then the refusing changes the
@@ -47,7 +47,7 @@ def check_resume(rt: RuntimeContext, chain: list[Handle], request_id: str, *,
     return refusing
 
 
-async def report_reattach(rt: RuntimeContext, before: Mapping[str, AgentDef], before_llm: LlmConfig,
+async def report_reattach(rt: Reattaching, before: Mapping[str, AgentDef], before_llm: LlmConfig,
                           after: Mapping[str, AgentDef], after_llm: LlmConfig) -> int:
     """A ``reattach`` event on each suspended handle to which the registry ``after`` (a reattaching
     ``New``'s) brings a difference from ``before``; returns how many were written.
@@ -102,7 +102,7 @@ def _news(fp: Fingerprint | None, agent: str, before: Mapping[str, AgentDef], be
     return now if now and now != was else []
 
 
-def _stored_news(rt: RuntimeContext, agents: set[str], skip: set[str], before: Mapping[str, AgentDef],
+def _stored_news(rt: Reattaching, agents: set[str], skip: set[str], before: Mapping[str, AgentDef],
                  before_llm: LlmConfig, after: Mapping[str, AgentDef],
                  after_llm: LlmConfig) -> list[tuple[str, str, list[DefinitionChange]]]:
     """``_news`` of every stored suspended handle of ``agents`` not in ``skip`` (store reads only:

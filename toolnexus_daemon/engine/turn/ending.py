@@ -22,7 +22,7 @@ from ..state.change import Change
 from ..state.handle import Handle
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Ending
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Interrupted:
     inbox_restored: int  # drained inbox items the abandoned turn put back
 
 
-async def interrupt(rt: RuntimeContext, h: Handle) -> Interrupted:
+async def interrupt(rt: Ending, h: Handle) -> Interrupted:
     """Abort ``h``'s running turn, or cancel its pending request; FAILED_PRECONDITION otherwise."""
     prior = h.state
     restored = len(h.cp.drained) if h.cp is not None else 0
@@ -54,7 +54,7 @@ async def interrupt(rt: RuntimeContext, h: Handle) -> Interrupted:
     return Interrupted(prior, cancelled, restored)
 
 
-async def close(rt: RuntimeContext, h: Handle, reason: str, *, keep_result: bool = False) -> None:
+async def close(rt: Ending, h: Handle, reason: str, *, keep_result: bool = False) -> None:
     """Close ``h`` and its subtree, leaf first; a running turn gets the close grace first.
 
     ``keep_result`` keeps ``h``'s settled result as its last result (a ``task`` child, whose
@@ -63,7 +63,7 @@ async def close(rt: RuntimeContext, h: Handle, reason: str, *, keep_result: bool
         await _close_one(rt, member, reason, keep_result and member is h)
 
 
-async def _close_one(rt: RuntimeContext, h: Handle, reason: str, keep_result: bool = False) -> None:
+async def _close_one(rt: Ending, h: Handle, reason: str, keep_result: bool = False) -> None:
     if h.state is HandleState.CLOSED:
         return
     if h.state is HandleState.RUNNING:
@@ -91,7 +91,7 @@ def _closed_meanwhile(h: Handle) -> bool:
     return h.state is HandleState.CLOSED
 
 
-async def _grace(rt: RuntimeContext, h: Handle) -> None:
+async def _grace(rt: Ending, h: Handle) -> None:
     """Let a running turn finish within the runtime's close grace."""
     task = rt.turn_of(h)
     if task is None or task.done():
@@ -101,7 +101,7 @@ async def _grace(rt: RuntimeContext, h: Handle) -> None:
     await rt.deps.clock.wait_done(task, rt.options.close_grace_ms / 1000)
 
 
-async def _stop_turn(rt: RuntimeContext, h: Handle) -> None:
+async def _stop_turn(rt: Ending, h: Handle) -> None:
     task = rt.turn_of(h)
     if task is not None and not task.done() and task is not asyncio.current_task():
         task.cancel()
@@ -109,7 +109,7 @@ async def _stop_turn(rt: RuntimeContext, h: Handle) -> None:
             await task
 
 
-def _drop_turn(rt: RuntimeContext, h: Handle) -> Change:
+def _drop_turn(rt: Ending, h: Handle) -> Change:
     """Forget the open turn of ``h``: messages past the transcript, the checkpoint, the pending."""
     change = Change()
     cp = h.cp
@@ -126,12 +126,12 @@ def _drop_turn(rt: RuntimeContext, h: Handle) -> Change:
     return change
 
 
-def _cancel_request(rt: RuntimeContext, h: Handle, change: Change) -> None:
+def _cancel_request(rt: Ending, h: Handle, change: Change) -> None:
     assert h.pending is not None
     rt.requests.cancel(change, h.pending.id, h.id)
 
 
-async def _abandon(rt: RuntimeContext, h: Handle, prior: HandleState, note: str, status: Status) -> None:
+async def _abandon(rt: Ending, h: Handle, prior: HandleState, note: str, status: Status) -> None:
     change = _drop_turn(rt, h)
     result = h.result(status, "interrupted")
     h.state = HandleState.IDLE
@@ -142,7 +142,7 @@ async def _abandon(rt: RuntimeContext, h: Handle, prior: HandleState, note: str,
     h.live.settle(result)
 
 
-def _pending_chain(rt: RuntimeContext, h: Handle) -> list[Handle]:
+def _pending_chain(rt: Ending, h: Handle) -> list[Handle]:
     """Every handle suspended on ``h``'s request in ``h``'s line (descendants and ancestors), leaf first."""
     assert h.pending is not None
     rid = h.pending.id
@@ -151,6 +151,6 @@ def _pending_chain(rt: RuntimeContext, h: Handle) -> list[Handle]:
             and m.pending.id == rid]
 
 
-async def shutdown(rt: RuntimeContext) -> None:
+async def shutdown(rt: Ending) -> None:
     """Close every handle of the runtime leaf-first, the root last."""
     await close(rt, rt.table.handle(ROOT_ID), "shutdown")

@@ -19,12 +19,12 @@ from ..state.change import Change
 from ..state.handle import Handle
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Escalating
 
 Reinvoke = Callable[[Answer], Awaitable[ToolResult]]
 
 
-def authority(rt: RuntimeContext, h: Handle) -> str | None:
+def authority(rt: Escalating, h: Handle) -> str | None:
     """Who answers for ``h``: ``self``, the nearest ancestor with ``wait_for``, ``runtime``, or None."""
     if rt.agent_of(h).wait_for:
         return "self"
@@ -35,7 +35,7 @@ def authority(rt: RuntimeContext, h: Handle) -> str | None:
     return "runtime" if rt.options.wait_for else None
 
 
-async def try_inline(rt: RuntimeContext, h: Handle, call_id: str, request: Request,
+async def try_inline(rt: Escalating, h: Handle, call_id: str, request: Request,
                      reinvoke: Reinvoke) -> ToolResult | None:
     """The call's resolved result, or None when the suspension must stay durable."""
     who = authority(rt, h)
@@ -57,7 +57,7 @@ async def try_inline(rt: RuntimeContext, h: Handle, call_id: str, request: Reque
     return ToolResult(output=f"unresolved: {request.prompt}") if again.pending is not None else again
 
 
-async def _flip(rt: RuntimeContext, h: Handle, request: Request, who: str) -> None:
+async def _flip(rt: Escalating, h: Handle, request: Request, who: str) -> None:
     assert h.cp is not None
     h.state, h.pending, h.escalating = HandleState.SUSPENDED, request, True
     change = Change().save(h).checkpoint(h, h.cp)
@@ -67,7 +67,7 @@ async def _flip(rt: RuntimeContext, h: Handle, request: Request, who: str) -> No
     await rt.commit(change)
 
 
-async def _back(rt: RuntimeContext, h: Handle, answer: Answer | None) -> None:
+async def _back(rt: Escalating, h: Handle, answer: Answer | None) -> None:
     assert h.cp is not None
     h.state, h.pending, h.escalating = HandleState.RUNNING, None, False
     change = Change().save(h).checkpoint(h, h.cp)

@@ -27,13 +27,13 @@ from ..state.change import Change
 from ..state.checkpoint import Call, Checkpoint, Step, call_base
 from ..state.handle import Handle
 from . import budget as budgets
-from . import spans, spawn_wake, tracing
+from . import spans, tracing
 from .slot import TurnSlot
 from .step import announce, close_step, maybe_suspend, run_step
 from .task_tool import tool_payload as task_tool_payload
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Turn
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -45,24 +45,20 @@ BYTES_PER_TOKEN = 4
 MAX_INVALID_NOTE = 2048
 
 
-async def run_turn(rt: RuntimeContext, h: Handle, landing: Landing | None = None) -> None:
-    """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``. A store
-    that cannot be reached hands the turn to the runtime, which continues it from its checkpoint
-    once the store is back (``residency.heal``): the turn can be neither recorded nor failed now."""
+async def run_turn(rt: Turn, h: Handle, landing: Landing | None = None) -> bool:
+    """Run ``h``'s open turn until it settles or suspends; failures settle it as ``error``.
+    Returns whether the turn ended here (settled, suspended, interrupted or closed — not stopped
+    with its task): its parent's slot is then free, which the residency acts on. A store that
+    cannot be reached raises ``StoreUnavailable``: the turn can be neither recorded nor failed
+    now, and the residency continues it from its checkpoint once the store is back."""
     tracing.caller.set("")  # this task's own context: a child it wakes is not the waker's caller's
     span = spans.start_turn(rt, h)
     tracing.current_turn.set(span)
     try:
-        try:
-            await _loop(rt, h, landing)
-        finally:
-            spans.end_turn(h, span, _cancelled())
-        if h.state is not HandleState.RUNNING and not _cancelled():
-            await spawn_wake.slot_freed(rt, h)
-    except StoreUnavailable as exc:
-        log.warning("the store is unreachable; the turn continues from its checkpoint once it is back",
-                    extra={"runtime": rt.id, "handle": h.id, "error": str(exc)})
-        rt.store_unreachable()
+        await _loop(rt, h, landing)
+    finally:
+        spans.end_turn(h, span, _cancelled())
+    return h.state is not HandleState.RUNNING and not _cancelled()
 
 
 def _cancelled() -> bool:
@@ -70,7 +66,7 @@ def _cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _loop(rt: RuntimeContext, h: Handle, landing: Landing | None) -> None:
+async def _loop(rt: Turn, h: Handle, landing: Landing | None) -> None:
     """``landing``: the commit of the wake that started this turn, when it is still on its way."""
     turn = h.cp  # this task runs this turn only: a later wake's turn belongs to its own task
     known: list[JSON] = []  # the transcript this turn sent the model, durable (``_transcript``)
@@ -112,10 +108,11 @@ async def _loop(rt: RuntimeContext, h: Handle, landing: Landing | None) -> None:
         await _settle_error(rt, h, f"internal error: {type(exc).__name__}: {exc}")
 
 
-def _limit_reached(rt: RuntimeContext, h: Handle, cp: Checkpoint) -> tuple[str, str, str] | None:
+def _limit_reached(rt: Turn, h: Handle, cp: Checkpoint) -> tuple[str, str, str] | None:
     """Why the turn must stop before asking the model again (text, limit, note), or None."""
-    if cp.turns >= rt.max_turns(h):
-        return "hit maxTurns without a final answer", "maxTurns", notes.incomplete(h.id, rt.max_turns(h))
+    max_turns = h.budget.max_turns or rt.options.max_turns
+    if cp.turns >= max_turns:
+        return "hit maxTurns without a final answer", "maxTurns", notes.incomplete(h.id, max_turns)
     spent = budgets.exhausted_limit(rt, h)
     if spent is None:
         return None
@@ -123,7 +120,7 @@ def _limit_reached(rt: RuntimeContext, h: Handle, cp: Checkpoint) -> tuple[str, 
     return text, spent[1], f"{h.id}: running→idle (INCOMPLETE: {text})"
 
 
-def _land(rt: RuntimeContext, h: Handle, change: Change) -> Landing:
+def _land(rt: Turn, h: Handle, change: Change) -> Landing:
     """Queue the step's closing commit without waiting for it (``landing``)."""
     written = sorted((index, msg) for hid, index, msg in change.messages if hid == h.id)
     first = written[0][0] if written else h.log_len
@@ -133,16 +130,16 @@ def _land(rt: RuntimeContext, h: Handle, change: Change) -> Landing:
 # ---------------------------------------------------------------- model
 
 
-def _tools_payload(rt: RuntimeContext, h: Handle) -> list[JSON]:
+def _tools_payload(rt: Turn, h: Handle) -> list[JSON]:
     agent = rt.agent_of(h)
     tools = [{"type": "function", "function": {
         "name": t.name, "description": t.description,
         "parameters": t.input_schema or {"type": "object", "properties": {}}}}
         for t in agent.tools]
-    return tools + [task_tool_payload(rt, agent, rt.registry_of(h).agents)] if agent.team else tools
+    return tools + [task_tool_payload(agent, rt.registry_of(h).agents)] if agent.team else tools
 
 
-async def _transcript(rt: RuntimeContext, h: Handle, end: int, known: list[JSON]) -> list[JSON]:
+async def _transcript(rt: Turn, h: Handle, end: int, known: list[JSON]) -> list[JSON]:
     """The stored transcript ``[0, end)``: what this turn already sent (``known``, durable) and
     only the rest read from the store, so a turn's second model call reads what the tool step
     wrote since, not the whole transcript again (the owner wrote all of it under its lease, and
@@ -156,7 +153,7 @@ async def _transcript(rt: RuntimeContext, h: Handle, end: int, known: list[JSON]
     return known + await rt.deps.store.read(lambda s: s.messages(rid, hid, start, end))
 
 
-async def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None,
+async def _request_body(rt: Turn, h: Handle, landing: Landing | None,
                         known: list[JSON]) -> tuple[JSON, list[JSON]]:
     """The model request's body, and the transcript it sends (what ``known`` becomes once the
     landing is durable)."""
@@ -181,7 +178,7 @@ async def _request_body(rt: RuntimeContext, h: Handle, landing: Landing | None,
     return body, sent
 
 
-async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Landing | None,
+async def _ask_model(rt: Turn, h: Handle, cp: Checkpoint, landing: Landing | None,
                      known: list[JSON]) -> ModelReply:
     """The model's checked reply, returned only once ``landing`` (if any) is durable: a refused
     landing raises its ``StoreError`` (over any model error), and the reply is dropped.
@@ -220,7 +217,7 @@ async def _ask_model(rt: RuntimeContext, h: Handle, cp: Checkpoint, landing: Lan
 Sleep = Callable[[float], Awaitable[None]]
 
 
-def _acting_after(rt: RuntimeContext, sleep: Sleep) -> Sleep:
+def _acting_after(rt: Turn, sleep: Sleep) -> Sleep:
     """The transport's wait between attempts, after which the next attempt may go out only while this
     daemon still owns the runtime (in a cluster: a pause or a partition may have lasted past the lease)."""
     async def sleep_then_check(seconds: float) -> None:
@@ -240,7 +237,7 @@ def with_usage(reply: ModelReply, body: JSON) -> ModelReply:
     return replace(reply, usage=Usage(prompt, completion, prompt + completion, estimated=True))
 
 
-def _parse_calls(rt: RuntimeContext, base: str, number: int, message: JSON) -> list[Call]:
+def _parse_calls(rt: Turn, base: str, number: int, message: JSON) -> list[Call]:
     """The calls of a checked reply; arguments that are not a JSON object mark the call invalid
     (it is answered with an error the model can read, never run on arguments it did not send)."""
     calls = []
@@ -264,7 +261,7 @@ def message_text(message: JSON) -> str:
     return "" if content is None else str(content)
 
 
-def _add_usage(rt: RuntimeContext, h: Handle, reply: ModelReply) -> list[Handle]:
+def _add_usage(rt: Turn, h: Handle, reply: ModelReply) -> list[Handle]:
     h.own_usage = h.own_usage + reply.usage
     touched = [h, *rt.table.ancestors(h)]
     for a in touched:
@@ -272,7 +269,7 @@ def _add_usage(rt: RuntimeContext, h: Handle, reply: ModelReply) -> list[Handle]
     return touched
 
 
-async def _record_reply(rt: RuntimeContext, h: Handle, cp: Checkpoint, reply: ModelReply,
+async def _record_reply(rt: Turn, h: Handle, cp: Checkpoint, reply: ModelReply,
                         latency_ms: int) -> None:
     h.turns_total += 1
     cp.turns += 1
@@ -306,7 +303,7 @@ def _settle(h: Handle, cp: Checkpoint, change: Change, result: TaskResult, note:
     change.event(h, EventType.RESULT, note, result=result)
 
 
-async def _settle_incomplete(rt: RuntimeContext, h: Handle, cp: Checkpoint, text: str, limit: str,
+async def _settle_incomplete(rt: Turn, h: Handle, cp: Checkpoint, text: str, limit: str,
                              note: str) -> None:
     result = h.result(Status.INCOMPLETE, text, limit=limit)
     change = Change()
@@ -315,7 +312,7 @@ async def _settle_incomplete(rt: RuntimeContext, h: Handle, cp: Checkpoint, text
     h.live.settle(result)
 
 
-async def _settle_failed_commit(rt: RuntimeContext, h: Handle, message: str) -> None:
+async def _settle_failed_commit(rt: Turn, h: Handle, message: str) -> None:
     """A commit of the turn was refused (a full map or disk): the turn ends ``error`` so waiters
     hear why and the handle can be woken again. The settling commit is small and usually fits;
     if it is refused too, memory is settled anyway and the store keeps the turn's checkpoint,
@@ -331,7 +328,7 @@ async def _settle_failed_commit(rt: RuntimeContext, h: Handle, message: str) -> 
             h.live.settle(h.last_result)
 
 
-async def _settle_error(rt: RuntimeContext, h: Handle, message: str) -> None:
+async def _settle_error(rt: Turn, h: Handle, message: str) -> None:
     """A failed turn: nothing of it joins the transcript; drained inbox items go back."""
     cp = h.cp
     change = Change()

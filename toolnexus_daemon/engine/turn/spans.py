@@ -20,24 +20,24 @@ from . import tracing
 from .tracing import AttrValue, Span
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Traced
 
 # how much of an error text becomes a span's status description
 MAX_STATUS = 256
 
 
-def _base(rt: RuntimeContext, h: Handle, operation: str) -> dict[str, AttrValue]:
+def _base(rt: Traced, h: Handle, operation: str) -> dict[str, AttrValue]:
     return {"gen_ai.operation.name": operation, "gen_ai.agent.name": h.agent,
             "gen_ai.conversation.id": rt.id, "toolnexus.handle": h.id}
 
 
-def provider(rt: RuntimeContext, h: Handle) -> str:
+def provider(rt: Traced, h: Handle) -> str:
     """The style of the LLM config of ``h``'s own registry version (a pinned handle may run an
     older one than the runtime's latest)."""
     return str(rt.llm_of(h).style)
 
 
-def start_turn(rt: RuntimeContext, h: Handle) -> Span:
+def start_turn(rt: Traced, h: Handle) -> Span:
     """The span of ``h``'s turn from now until its task ends; the checkpoint keeps its context."""
     tracer, cp = rt.deps.tracer, h.cp
     if not tracer.enabled or cp is None:
@@ -82,7 +82,7 @@ def end_turn(h: Handle, span: Span, stopped: bool) -> None:
 # ---------------------------------------------------------------- model calls
 
 
-def start_model(rt: RuntimeContext, h: Handle, body: JSON) -> Span:
+def start_model(rt: Traced, h: Handle, body: JSON) -> Span:
     tracer = rt.deps.tracer
     if not tracer.enabled:
         return tracing.NOOP_SPAN
@@ -94,7 +94,7 @@ def start_model(rt: RuntimeContext, h: Handle, body: JSON) -> Span:
     return tracer.start(f"chat {model}", "client", attrs, parent=tracing.current_turn.get().traceparent)
 
 
-def end_model(rt: RuntimeContext, span: Span, reply: ModelReply | None, error: str = "") -> None:
+def end_model(rt: Traced, span: Span, reply: ModelReply | None, error: str = "") -> None:
     if span is tracing.NOOP_SPAN:
         return
     if reply is not None:
@@ -115,7 +115,7 @@ def end_model(rt: RuntimeContext, span: Span, reply: ModelReply | None, error: s
 # ---------------------------------------------------------------- tool calls
 
 
-def start_tool(rt: RuntimeContext, h: Handle, call: Call) -> Span:
+def start_tool(rt: Traced, h: Handle, call: Call) -> Span:
     tracer = rt.deps.tracer
     if not tracer.enabled:
         return tracing.NOOP_SPAN
@@ -128,7 +128,7 @@ def start_tool(rt: RuntimeContext, h: Handle, call: Call) -> Span:
                         parent=tracing.current_turn.get().traceparent)
 
 
-def end_tool(rt: RuntimeContext, span: Span, result: ToolResult | None, error: str = "") -> None:
+def end_tool(rt: Traced, span: Span, result: ToolResult | None, error: str = "") -> None:
     if span is tracing.NOOP_SPAN:
         return
     if result is not None:

@@ -6,11 +6,16 @@ change with ``spawned`` and hands it to ``wake_into``, so the ``spawned`` event 
 ``maxConcurrent`` running children, the wake is queued FIFO on the parent's
 record instead; a child whose turn ends frees its slot and the next queued
 wake starts (traces ``wake QUEUED …`` and ``DEQUEUED wake (slot freed)``).
+
+These functions decide and record; they never start a task. A wake that starts a turn returns its
+``Landing`` (the wake's commit, queued), and the caller — the residency, the one place turns are
+launched — launches the turn at once, so it asks the model while the wake syncs, then waits for
+the landing. The residency also runs the path after a turn's end: ``next_queued`` until it
+returns None.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from ...errors import FailedPrecondition, NotFound
@@ -24,17 +29,17 @@ from . import budget as budgets
 from . import tracing, upgrade
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Spawning
 
 
-async def spawn(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget | None,
+async def spawn(rt: Spawning, parent_id: str, agent_name: str, budget: Budget | None,
                 task_key: str) -> Handle:
     child, change = spawned(rt, parent_id, agent_name, budget, task_key)
     await rt.commit(change)
     return child
 
 
-def spawned(rt: RuntimeContext, parent_id: str, agent_name: str, budget: Budget | None,
+def spawned(rt: Spawning, parent_id: str, agent_name: str, budget: Budget | None,
             task_key: str) -> tuple[Handle, Change]:
     """The new child in memory and the change that records it, not yet committed: a fused
     Spawn adds its wake to the same change (``wake_into``), so both land in one commit."""
@@ -75,16 +80,13 @@ def check_wakeable(h: Handle) -> None:
         raise FailedPrecondition(f'handle "{h.id}" is closed')
 
 
-async def wake(rt: RuntimeContext, h: Handle, prompt: str) -> bool:
-    """Start ``h``'s turn, or queue the wake behind its siblings; returns whether it was queued."""
-    return await wake_into(rt, h, prompt, Change())
-
-
-async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change, *,
-                    to_latest: bool = False) -> bool:
-    """``wake``, committed together with whatever ``change`` already holds (a fused Spawn's
-    ``spawned`` records); returns whether the wake was queued. ``to_latest`` (``upgrade``) moves
-    the handle and its idle subtree to the latest registry version first (docs/versions.md)."""
+async def wake_into(rt: Spawning, h: Handle, prompt: str, change: Change, *,
+                    to_latest: bool = False) -> Landing | None:
+    """Wake ``h``, committed together with whatever ``change`` already holds (a fused Spawn's
+    ``spawned`` records). Queued behind its siblings: the wake is durable and None is returned.
+    Started: the landing of the wake's commit, queued but not yet durable, whose turn the caller
+    launches at once. ``to_latest`` (``upgrade``) moves the handle and its idle subtree to the
+    latest registry version first (docs/versions.md)."""
     check_wakeable(h)
     upgrade.for_wake(rt, h, change, explicit=to_latest)
     rt.agent_of(h)
@@ -97,21 +99,20 @@ async def wake_into(rt: RuntimeContext, h: Handle, prompt: str, change: Change, 
             parent.wake_traces[h.id] = tracing.caller.get()
         note = notes.wake_queued(h.id, budgets.max_concurrent(parent))
         await rt.commit(change.save(parent).event(h, EventType.POST, note, data={"queued": True}))
-        return True
-    await _start(rt, h, prompt, change)
-    return False
+        return None
+    return _start(rt, h, prompt, change)
 
 
-def _slots_full(rt: RuntimeContext, parent: Handle) -> bool:
+def _slots_full(rt: Spawning, parent: Handle) -> bool:
     if parent.id == ROOT_ID:
         return False
     running = sum(1 for c in parent.children if rt.table.known(c).state is HandleState.RUNNING)
     return running >= budgets.max_concurrent(parent) or bool(parent.wake_queue)
 
 
-async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change,
-                 trace: str | None = None) -> None:
-    """``trace``: the waker's trace context when it is not this task's (a dequeued wake)."""
+def _start(rt: Spawning, h: Handle, prompt: str, change: Change, trace: str | None = None) -> Landing:
+    """``h`` running, its wake's commit queued: the landing its turn is launched with.
+    ``trace``: the waker's trace context when it is not this task's (a dequeued wake)."""
     drained, h.inbox = h.inbox, []
     text = prompt + inbox_block(drained)
     h.state = HandleState.RUNNING
@@ -123,21 +124,20 @@ async def _start(rt: RuntimeContext, h: Handle, prompt: str, change: Change,
     change.save(h).message(h, index, message).checkpoint(h, h.cp)
     h.log_len += 1  # before the commit serialises the handle: its record counts the prompt
     change.transition(h, HandleState.IDLE, HandleState.RUNNING, notes.woke(h.id))
-    landing = Landing(rt.start_commit(change), index, [message], quiet=True)
-    # the turn asks the model while the wake syncs (``landing``); the caller returns once it is durable
-    rt.launch(h, landing)
-    await asyncio.shield(landing.done)
+    return Landing(rt.start_commit(change), index, [message], quiet=True)
 
 
-async def slot_freed(rt: RuntimeContext, h: Handle) -> None:
-    """A child stopped running: start queued wakes of its parent while slots are free."""
+async def next_queued(rt: Spawning, h: Handle) -> tuple[Handle, Landing] | None:
+    """``h`` stopped running: the next queued wake of its parent started while a slot is free —
+    the child now running and the landing its turn is launched with — or None when no queued
+    wake can start. A queued wake whose child can no longer take it is dropped (committed)."""
     parent = rt.table.get(h.parent) if h.parent else None
     if parent is None:
-        return
+        return None
     while parent.wake_queue:
         running = sum(1 for c in parent.children if rt.table.known(c).state is HandleState.RUNNING)
         if running >= budgets.max_concurrent(parent):
-            return
+            return None
         child_id, prompt = parent.wake_queue.pop(0)
         trace = parent.wake_traces.pop(child_id, "")
         child = rt.table.get(child_id)
@@ -146,7 +146,8 @@ async def slot_freed(rt: RuntimeContext, h: Handle) -> None:
             await rt.commit(change)
             continue
         change.event(child, EventType.POST, notes.dequeued(child.id), data={"dequeued": True})
-        await _start(rt, child, prompt, change, trace)
+        return child, _start(rt, child, prompt, change, trace)
+    return None
 
 
 def inbox_block(items: list[InboxItem]) -> str:

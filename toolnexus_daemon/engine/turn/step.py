@@ -22,19 +22,19 @@ from ..state import notes
 from ..state.change import Change
 from ..state.checkpoint import Call, Checkpoint, Step, request_id_for
 from ..state.handle import Handle
-from . import spans, tracing, uncertain
+from . import spans, task_tool, tracing, uncertain
 from .escalate import try_inline
 from .suspend import TASK_TOOL, suspend_durably
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Announcing, Stepping
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
 # durable suspensions in a row one call may make (a manager approves, then a director, ...)
 MAX_CHAINED = 8
 
-async def run_step(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step) -> Change:
+async def run_step(rt: Stepping, h: Handle, cp: Checkpoint, step: Step) -> Change:
     """Run every call of the step that has no kept result, concurrently, each result committed.
 
     A lone call's result is not committed here but returned in a Change that the caller
@@ -93,7 +93,7 @@ def answered_calls(step: Step) -> set[int]:
     return {i for i, r in step.results.items() if r.pending is not None and r.pending.id == asked.pending.id}
 
 
-def announce_reinvocations(rt: RuntimeContext, h: Handle, cp: Checkpoint, change: Change) -> None:
+def announce_reinvocations(rt: Announcing, h: Handle, cp: Checkpoint, change: Change) -> None:
     """Give the calls an accepted answer will run again their new call_ids in ``change`` — the
     acceptance's own commit — so their dispatch needs no commit of its own, and a crash before
     their results re-dispatches them with those same call_ids."""
@@ -104,7 +104,7 @@ def announce_reinvocations(rt: RuntimeContext, h: Handle, cp: Checkpoint, change
         cp.reinvoke_announced = True
 
 
-def announce(rt: RuntimeContext, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
+def announce(rt: Announcing, h: Handle, step: Step, indices: list[int], change: Change) -> Change:
     """Give each call its call_id (a new attempt for one that ran before) and a ``tool_call`` event."""
     base = f"{rt.id}/{h.id}"
     for a in [h, *rt.table.ancestors(h)]:
@@ -122,7 +122,7 @@ def announce(rt: RuntimeContext, h: Handle, step: Step, indices: list[int], chan
     return change
 
 
-async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool,
+async def _run_call(rt: Stepping, h: Handle, cp: Checkpoint, step: Step, i: int, answered: bool,
                     into: Change | None, decided: ToolResult | None) -> None:
     call = step.calls[i]
     prior = step.results.get(i)
@@ -148,7 +148,7 @@ async def _run_call(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
         await rt.commit(change.checkpoint(h, cp))
 
 
-async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i: int,
+async def _dispatch(rt: Stepping, h: Handle, cp: Checkpoint, step: Step, i: int,
                     answered: bool) -> ToolResult:
     """Run call ``i`` (with the answer, when one applies to it); an interpreter may answer a
     suspension inline. An outcome that cannot be known becomes a ``reconcile`` question."""
@@ -179,7 +179,7 @@ async def _dispatch(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, i
     return result
 
 
-def _takes_declines(rt: RuntimeContext, h: Handle, call: Call) -> bool:
+def _takes_declines(rt: Stepping, h: Handle, call: Call) -> bool:
     """An MCP tool is re-invoked with a decline too: the server's elicitation is answered
     ``decline`` (or ``cancel``) and the tool's own result goes to the model (docs/mcp.md)."""
     tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
@@ -197,7 +197,7 @@ def _resolve_repeat(again: Request, before: Request, ok: bool, in_a_row: int) ->
     return ToolResult(output="", pending=again)
 
 
-def _source(rt: RuntimeContext, h: Handle, call: Call) -> str:
+def _source(rt: Stepping, h: Handle, call: Call) -> str:
     """Where the call ran (``task`` for delegation), for tool-call metrics."""
     if is_task_call(rt, h, call):
         return "task"
@@ -205,12 +205,12 @@ def _source(rt: RuntimeContext, h: Handle, call: Call) -> str:
     return str(tool.source) if tool is not None else "unknown"
 
 
-def is_task_call(rt: RuntimeContext, h: Handle, call: Call) -> bool:
+def is_task_call(rt: Stepping, h: Handle, call: Call) -> bool:
     """The built-in ``task`` tool exists only for agents with a team (docs/protocol.md §2)."""
     return call.name == TASK_TOOL and bool(rt.agent_of(h).team)
 
 
-async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | None,
+async def _invoke(rt: Stepping, h: Handle, call: Call, answer: Answer | None,
                   default_req_id: str) -> ToolResult:
     """One call under its ``execute_tool`` span; a ``task`` call's child is woken under it."""
     span = spans.start_tool(rt, h, call)
@@ -227,12 +227,12 @@ async def _invoke(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | No
     return result
 
 
-async def _invoke_call(rt: RuntimeContext, h: Handle, call: Call, answer: Answer | None,
+async def _invoke_call(rt: Stepping, h: Handle, call: Call, answer: Answer | None,
                        default_req_id: str, traceparent: str) -> ToolResult:
     if call.invalid:
         return ToolResult(output=f"invalid JSON arguments for {call.name}: {call.invalid}", is_error=True)
     if is_task_call(rt, h, call):
-        return await rt.run_task(h, call)
+        return await task_tool.run_task(rt, h, call)
     tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
     if tool is None:
         known = ", ".join(t.name for t in rt.agent_of(h).tools) or "none"
@@ -267,7 +267,7 @@ async def _invoke_call(rt: RuntimeContext, h: Handle, call: Call, answer: Answer
     return result
 
 
-async def maybe_suspend(rt: RuntimeContext, h: Handle, step: Step, change: Change) -> bool:
+async def maybe_suspend(rt: Stepping, h: Handle, step: Step, change: Change) -> bool:
     """The first suspending call in call order suspends the handle durably (``change`` goes along)."""
     idx = step.first_pending()
     if idx is None:

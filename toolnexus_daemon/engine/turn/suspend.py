@@ -22,12 +22,12 @@ from ..state.request_index import RequestEntry
 from . import drift
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Suspending
 
 TASK_TOOL = "task"
 
 
-async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, change: Change) -> None:
+async def suspend_durably(rt: Suspending, h: Handle, step: Step, idx: int, change: Change) -> None:
     """Park ``h`` on the request of call ``idx`` and tell its waiters ``pending``."""
     call_result = step.results[idx]
     request = call_result.pending
@@ -59,7 +59,7 @@ async def suspend_durably(rt: RuntimeContext, h: Handle, step: Step, idx: int, c
     h.live.settle(result)
 
 
-def _linked(rt: RuntimeContext, h: Handle, request: Request, entry: RequestEntry, change: Change) -> Request:
+def _linked(rt: Suspending, h: Handle, request: Request, entry: RequestEntry, change: Change) -> Request:
     """``request`` with a fresh answer link; its digest joins the entry and gets its row."""
     minted = answer_links.mint(rt.deps.answer_base)
     entry.links.append(minted.digest)

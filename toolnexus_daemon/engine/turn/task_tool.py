@@ -20,14 +20,14 @@ from ..state.handle import Handle
 from . import ending
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Delegating
 
 DESCRIPTION_HEAD = "Delegate a subtask to an isolated subagent. Available agents — "
 SCHEMA: JSON = {"type": "object", "properties": {"agent": {"type": "string"}, "prompt": {"type": "string"}},
                 "required": ["agent", "prompt"]}
 
 
-def tool_payload(rt: RuntimeContext, agent: AgentDef, agents: Mapping[str, AgentDef]) -> JSON:
+def tool_payload(agent: AgentDef, agents: Mapping[str, AgentDef]) -> JSON:
     """The ``task`` function the model sees: the team sorted by name, each with what it does (as
     ``agents``, the registry version of the handle, defines them)."""
     team = sorted(agent.team)
@@ -43,7 +43,7 @@ def _bad_arguments(args: JSON) -> str | None:
     return None
 
 
-async def run_task(rt: RuntimeContext, parent: Handle, call: Call) -> ToolResult:
+async def run_task(rt: Delegating, parent: Handle, call: Call) -> ToolResult:
     """Delegate to a team member, or reattach to the child already running this task."""
     args = call.arguments
     problem = _bad_arguments(args)
@@ -73,7 +73,7 @@ async def run_task(rt: RuntimeContext, parent: Handle, call: Call) -> ToolResult
     return await _deliver(rt, child, result)
 
 
-def _child_by_key(rt: RuntimeContext, parent: Handle, key: str) -> Handle | None:
+def _child_by_key(rt: Delegating, parent: Handle, key: str) -> Handle | None:
     for cid in parent.children:
         child = rt.table.get(cid)
         if child is not None and child.task_key == key:
@@ -81,7 +81,7 @@ def _child_by_key(rt: RuntimeContext, parent: Handle, key: str) -> Handle | None
     return None
 
 
-async def _outcome(rt: RuntimeContext, parent: Handle, child: Handle, prompt: str) -> TaskResult:
+async def _outcome(rt: Delegating, parent: Handle, child: Handle, prompt: str) -> TaskResult:
     """A reattached child's result: recorded if settled, its pending if suspended, else wait."""
     queued = any(q[0] == child.id for q in parent.wake_queue)
     if child.state is HandleState.IDLE and child.last_result is None and not queued:
@@ -93,7 +93,7 @@ async def _outcome(rt: RuntimeContext, parent: Handle, child: Handle, prompt: st
     return await rt.wait(child.id)
 
 
-async def _deliver(rt: RuntimeContext, child: Handle, result: TaskResult) -> ToolResult:
+async def _deliver(rt: Delegating, child: Handle, result: TaskResult) -> ToolResult:
     """The child's result as the parent's tool result; a settled child is closed, keeping its result."""
     if result.status is Status.PENDING and result.pending is not None:
         return ToolResult(output="", pending=result.pending)

@@ -20,10 +20,10 @@ from ..state.checkpoint import RECONCILE, Call, Checkpoint, Step, reconcile_id
 from ..state.handle import Handle
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Checked
 
 
-def asks(rt: RuntimeContext, h: Handle, call: Call) -> bool:
+def asks(rt: Checked, h: Handle, call: Call) -> bool:
     """Whether ``call`` is of a tool that declared ``on_crash: "ask"``."""
     tool = next((t for t in rt.agent_of(h).tools if t.name == call.name), None)
     return tool is not None and tool.on_crash is OnCrash.ASK and not call.invalid
@@ -45,7 +45,7 @@ def asks_about(step: Step, i: int, request: Request) -> bool:
     return i in step.reconciles and request.id == reconcile_id(step.calls[i].call_id, step.reconciles[i])
 
 
-def settled_by_answer(rt: RuntimeContext, call: Call, answer: Answer) -> ToolResult | None:
+def settled_by_answer(rt: Checked, call: Call, answer: Answer) -> ToolResult | None:
     """What an answer to a ``reconcile`` request makes of the call; None = run it again."""
     if not answer.ok:
         return ToolResult(output=f"not completed: {call.name}", is_error=True)
@@ -58,7 +58,7 @@ def settled_by_answer(rt: RuntimeContext, call: Call, answer: Answer) -> ToolRes
     return check_tool_result(result, call.name, rt.deps.limits)
 
 
-def plan(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, todo: list[int],
+def plan(rt: Checked, h: Handle, cp: Checkpoint, step: Step, todo: list[int],
          answered: set[int]) -> dict[int, ToolResult]:
     """The results of ``todo`` decided without dispatching anything: a ``reconcile`` question for
     each call still recorded in flight, and the answer's verdict for each answered ``reconcile``."""
@@ -73,7 +73,7 @@ def plan(rt: RuntimeContext, h: Handle, cp: Checkpoint, step: Step, todo: list[i
     return decided
 
 
-def record_dispatch(rt: RuntimeContext, h: Handle, step: Step, dispatch: list[int]) -> bool:
+def record_dispatch(rt: Checked, h: Handle, step: Step, dispatch: list[int]) -> bool:
     """Mark the ``ask`` calls about to be dispatched as in flight; True if any was (then the
     checkpoint must be committed before they are sent)."""
     marked = [i for i in dispatch if asks(rt, h, step.calls[i])]

@@ -19,12 +19,12 @@ from ..state.change import Change
 from ..state.handle import Handle
 
 if TYPE_CHECKING:
-    from .context import RuntimeContext
+    from .context import Versions
 
 LATEST = "latest"
 
 
-def for_wake(rt: RuntimeContext, h: Handle, change: Change, *, explicit: bool) -> None:
+def for_wake(rt: Versions, h: Handle, change: Change, *, explicit: bool) -> None:
     """Move ``h`` (and with ``explicit``, its idle subtree) to the latest version, into ``change``."""
     if explicit:
         moving = movable(rt, [h])
@@ -35,7 +35,7 @@ def for_wake(rt: RuntimeContext, h: Handle, change: Change, *, explicit: bool) -
     move(rt, moving, change)
 
 
-def movable(rt: RuntimeContext, tops: list[Handle]) -> list[Handle]:
+def movable(rt: Versions, tops: list[Handle]) -> list[Handle]:
     """``tops`` and every idle or closed descendant of theirs not on the latest version yet."""
     seen: dict[str, Handle] = {h.id: h for h in tops}
     for top in tops:
@@ -45,7 +45,7 @@ def movable(rt: RuntimeContext, tops: list[Handle]) -> list[Handle]:
     return [h for h in seen.values() if h.id != ROOT_ID and rt.registry_of(h).number != rt.version]
 
 
-def check(rt: RuntimeContext, moving: list[Handle]) -> None:
+def check(rt: Versions, moving: list[Handle]) -> None:
     """``DefinitionChanged`` naming every handle whose agent the latest version does not define."""
     latest = rt.registry(rt.version)
     missing = [h for h in moving if h.state is not HandleState.CLOSED and h.agent not in latest.agents]
@@ -55,7 +55,7 @@ def check(rt: RuntimeContext, moving: list[Handle]) -> None:
         raise DefinitionChanged(f"cannot upgrade to the latest version: {what}")
 
 
-def move(rt: RuntimeContext, moving: list[Handle], change: Change) -> None:
+def move(rt: Versions, moving: list[Handle], change: Change) -> None:
     """Check, then pin every handle of ``moving`` to the latest version, saved in ``change``."""
     check(rt, moving)
     for h in moving:

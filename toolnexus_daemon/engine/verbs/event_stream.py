@@ -29,7 +29,7 @@ from ...model import Event, EventType
 
 if TYPE_CHECKING:
     from ...store.base import Store
-    from ..turn.context import RuntimeContext
+    from ..turn.context import Watched
 
 REPLAY_PAGE = 500
 REPLAY_BYTES = 256 << 10
@@ -50,7 +50,7 @@ def _wanted(ev: Event, types: frozenset[EventType], handle: str) -> bool:
     return (not types or ev.type in types) and (not handle or ev.handle == handle)
 
 
-async def watch(rt: RuntimeContext, after_seq: int, types: frozenset[EventType],
+async def watch(rt: Watched, after_seq: int, types: frozenset[EventType],
                 handle: str) -> AsyncGenerator[Event, None]:
     """Replay stored events with ``seq > after_seq``, then follow live until the runtime stops."""
     last = after_seq
@@ -86,7 +86,7 @@ def _page(runtime_id: str, after: int, store: Store) -> list[Event]:
     return store.events(runtime_id, after, REPLAY_PAGE, max_bytes=REPLAY_BYTES)
 
 
-async def _replay(rt: RuntimeContext, after: int) -> AsyncIterator[Event]:
+async def _replay(rt: Watched, after: int) -> AsyncIterator[Event]:
     """Stored events in pages bounded by bytes, each event let go of by the page as it is taken."""
     while True:
         page = deque(await rt.deps.store.read(functools.partial(_page, rt.id, after)))

@@ -3,9 +3,14 @@
 One object owns the turns running in memory (the one table of turn tasks, by handle id) and the
 handles a start found mid-flight, so "what does this daemon run for this runtime, and how does it
 stop" has one answer. The engine
-drives it: ``load`` then ``recover`` at a start or a cluster take-over, ``launch`` while serving,
-``retire`` and ``stop`` when the runtime is given up or the daemon stops. The cluster's
-hand-over belongs here too (stop serving, release, let the next owner ``load``).
+drives it: ``load`` then ``recover`` at a start or a cluster take-over, ``wake`` and ``launch``
+while serving, ``retire`` and ``stop`` when the runtime is given up or the daemon stops. The
+cluster's hand-over belongs here too (stop serving, release, let the next owner ``load``).
+
+It is the one place a turn is launched, and it owns the call loop of turns, visible in one path
+(``_run``): a turn runs (``loop.run_turn``); once it ended, its slot under its parent is free and
+the parent's next queued wake is started (``spawn_wake.next_queued``) and launched, whose turn
+ends the same way. The turn modules decide and record; none of them starts a task.
 
 A store that cannot be reached mid-turn (its database is down) is a restart in miniature
 (``heal``): a turn whose commit it refused, or whose end it could not record, hands the runtime
@@ -20,19 +25,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...errors import LeaseLost, StoreUnavailable
+from ...events import EventBus
 from ...model import HandleState
 from ..commit.landing import Landing
 from ..state.change import Change
 from ..state.handle import Handle
 from ..state.handle_table import HandleTable, Stored
 from ..turn import spawn_wake
+from ..turn.context import Spawning, Turn
 from ..turn.loop import run_turn
-
-if TYPE_CHECKING:
-    from ..turn.context import RuntimeContext
 
 log = logging.getLogger("toolnexus_daemon.engine")
 
@@ -45,10 +49,21 @@ HEAL_MAX_S = 2.0
 HEAL_CALM_S = 30.0
 
 
+class Resident(Turn, Spawning, Protocol):
+    """What the residency needs of its runtime (``Runtime`` satisfies it): what its turns and
+    wakes need, the wait for queued commits before a heal reloads, and the bus it closes."""
+
+    async def settle_commits(self) -> None:
+        """Return once every change queued so far landed or was refused, the event seqs caught up
+        with the store (``StoreUnavailable`` while it cannot be read)."""
+    @property
+    def bus(self) -> EventBus: ...
+
+
 class Residency:
     """One runtime resident in this daemon: its running turns, its recovery, its heal and stop."""
 
-    def __init__(self, rt: RuntimeContext, table: HandleTable) -> None:
+    def __init__(self, rt: Resident, table: HandleTable) -> None:
         self._rt = rt
         self._table = table
         # the task running each handle's turn: the one place a turn task is kept
@@ -80,9 +95,41 @@ class Residency:
         start's or the next owner's to recover — it is ``running`` in the store."""
         if self._stopped:
             return
-        task = asyncio.create_task(run_turn(self._rt, h, landing), name=f"turn {self._rt.id} {h.id}")
+        task = asyncio.create_task(self._run(h, landing), name=f"turn {self._rt.id} {h.id}")
         self._turns[h.id] = task
         task.add_done_callback(lambda done: self._ended(h.id, done))
+
+    async def wake(self, h: Handle, prompt: str, change: Change, *, to_latest: bool = False) -> bool:
+        """Wake ``h`` (with what ``change`` already holds: a fused Spawn's records): its turn
+        launched once the wake is committed, or the wake queued behind its siblings. Returns
+        whether it was queued; either way the wake is durable when this returns."""
+        landing = await spawn_wake.wake_into(self._rt, h, prompt, change, to_latest=to_latest)
+        if landing is None:
+            return True
+        await self._started(h, landing)
+        return False
+
+    async def _started(self, h: Handle, landing: Landing) -> None:
+        """Launch the turn of a wake whose commit is on its way (it asks the model while the
+        wake syncs), and return once that commit is durable."""
+        self.launch(h, landing)
+        await asyncio.shield(landing.done)
+
+    async def _run(self, h: Handle, landing: Landing | None) -> None:
+        """The life of one turn task: the turn, then — once it ended — its freed slot given to the
+        parent's queued wakes. A store that cannot be reached hands the runtime to ``heal``."""
+        try:
+            if await run_turn(self._rt, h, landing):
+                await self._slot_freed(h)
+        except StoreUnavailable as exc:
+            log.warning("the store is unreachable; the turn continues from its checkpoint once it is back",
+                        extra={"runtime": self._rt.id, "handle": h.id, "error": str(exc)})
+            self.heal()
+
+    async def _slot_freed(self, h: Handle) -> None:
+        """``h`` stopped running: launch its parent's queued wakes while slots are free."""
+        while (started := await spawn_wake.next_queued(self._rt, h)) is not None:
+            await self._started(*started)
 
     def _ended(self, handle_id: str, task: asyncio.Task[None]) -> None:
         if self._turns.get(handle_id) is task:  # not a later turn of the handle launched meanwhile
@@ -172,7 +219,7 @@ class Residency:
         for h in handles:
             if h.wake_queue and h.children and not self._stopped:
                 try:
-                    await spawn_wake.slot_freed(self._rt, self._table.known(h.children[0]))
+                    await self._slot_freed(self._table.known(h.children[0]))
                 except StoreUnavailable:
                     self._again = True  # away again: the next heal starts the queued wakes
                     break
@@ -183,7 +230,7 @@ class Residency:
         recovering, self._recovering = self._recovering, []
         for h in recovering:
             if h.wake_queue and h.children:
-                await spawn_wake.slot_freed(self._rt, self._table.known(h.children[0]))
+                await self._slot_freed(self._table.known(h.children[0]))
 
     def retire(self, reason: str) -> None:
         """This daemon gave the runtime up: its streams and waits end, saying ``reason``."""

@@ -28,7 +28,7 @@ from ..turn import drift, tracing, upgrade
 from ..turn.step import announce_reinvocations
 
 if TYPE_CHECKING:
-    from ..turn.context import RuntimeContext
+    from ..turn.context import Accepting
 
 @dataclass(frozen=True)
 class ResumeOutcome:
@@ -45,7 +45,7 @@ class Accepted:
     duplicate: bool
 
 
-def accept(rt: RuntimeContext, answer: Answer, handle_id: str, accept_changed: bool = False,
+def accept(rt: Accepting, answer: Answer, handle_id: str, accept_changed: bool = False,
            to_latest: bool = False) -> tuple[Accepted, Change | None]:
     """Decide what ``answer`` does; the returned Change (if any) must be committed by the caller.
 
@@ -83,7 +83,7 @@ def accept(rt: RuntimeContext, answer: Answer, handle_id: str, accept_changed: b
     return Accepted(chain=chain, duplicate=False), change
 
 
-def _pick(rt: RuntimeContext, req_id: str, pending: list[str], handle_id: str) -> str | None:
+def _pick(rt: Accepting, req_id: str, pending: list[str], handle_id: str) -> str | None:
     """The leaf to answer: the only pending one, or the one ``handle_id`` names (or sits above)."""
     if handle_id:
         rt.table.handle(handle_id)
@@ -98,7 +98,7 @@ def _pick(rt: RuntimeContext, req_id: str, pending: list[str], handle_id: str) -
     return pending[0] if pending else None
 
 
-def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
+def _duplicate_or_refuse(rt: Accepting, answer: Answer, entry: RequestEntry, handle_id: str) -> Accepted:
     """No pending handle is left: the same answer again is a no-op; another one is refused."""
     for hid, wait in entry.waits.items():
         if handle_id and not (hid == handle_id or hid.startswith(handle_id + "/")):
@@ -110,7 +110,7 @@ def _duplicate_or_refuse(rt: RuntimeContext, answer: Answer, entry: RequestEntry
         f'request "{answer.id}" was already {state}; a different answer cannot replace it')
 
 
-def _expired_as_decline(rt: RuntimeContext, answer: Answer, request: Request) -> Answer:
+def _expired_as_decline(rt: Accepting, answer: Answer, request: Request) -> Answer:
     """An answer at or after ``expires_at`` is a decline with reason ``expired`` (at that instant the
     daemon's own decline is due too: both agree, whichever reaches the lock first)."""
     if expired(request, rt.deps.clock.now()):
@@ -122,7 +122,7 @@ def _suspended_on(h: Handle, request_id: str) -> bool:
     return h.state is HandleState.SUSPENDED and h.pending is not None and h.pending.id == request_id
 
 
-def _restart(rt: RuntimeContext, h: Handle, answer: Answer, change: Change, *, cascade: bool,
+def _restart(rt: Accepting, h: Handle, answer: Answer, change: Change, *, cascade: bool,
              accepted_changes: list[str]) -> None:
     """``suspended→idle→running`` with the answer waiting in the checkpoint, and the calls it
     re-runs announced with their new call_ids."""

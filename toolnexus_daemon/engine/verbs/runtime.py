@@ -5,8 +5,9 @@ The state has owners of its own: the handle table (``state/handle_table.py``), t
 change, its checkpoint and its events land in one store transaction, in order, with gapless
 event seqs, and only then are the events published live; a refused commit reloads the touched
 handles) and the residency (``residency.py``:
-load, recovery, running turns, stop). The verb modules see this class only through
-``context.RuntimeContext``, so the engine's imports run one way.
+load, recovery, the one place turns are launched and their slots freed, stop). The turn modules
+see this class only through the small role protocols of ``turn/context.py`` (and the residency
+through its ``Resident``), so the engine's imports run one way.
 """
 
 from __future__ import annotations
@@ -44,25 +45,21 @@ from ...model import (
     RuntimeOptions,
     Status,
     TaskResult,
-    ToolResult,
     ToolSource,
 )
 from ...store.base import Store
 from ...tools.base import Resolver, ToolExecutor
 from ..commit.committer import AllowAll, CommitGuard, Committer
-from ..commit.landing import Landing
 from ..definitions import versions
 from ..definitions.fingerprint import DefinitionChange
 from ..definitions.versions import RegistryVersion
 from ..state import notes
 from ..state.change import Change
-from ..state.checkpoint import Call
 from ..state.handle import Handle
 from ..state.handle_table import HandleTable
 from ..state.request_index import RequestIndex
 from ..state.result_wait import ResultWait
 from ..turn import drift, ending, spawn_wake
-from ..turn import task_tool as task_mod
 from ..turn.tracing import NOOP, Tracer
 from . import resume as resume_mod
 from .detached import run_to_end
@@ -315,9 +312,6 @@ class Runtime:
                                     f"{reg.number} does not define")
         return agent
 
-    def max_turns(self, h: Handle) -> int:
-        return h.budget.max_turns or self.options.max_turns
-
     # ------------------------------------------------------------------ verbs
 
     async def create_root(self) -> None:
@@ -371,7 +365,7 @@ class Runtime:
 
     async def wake(self, handle_id: str, prompt: str) -> bool:
         """``idle→running`` once durable (or queued behind the parent's running children)."""
-        return await spawn_wake.wake(self, await self._handle(handle_id), prompt)
+        return await self.residency.wake(await self._handle(handle_id), prompt, Change())
 
     async def wake_for(self, handle_id: str, prompt: str, wait_ms: int, upgrade: bool = False) -> Woken:
         """``wake``, and with ``wait_ms`` > 0 a wait for the result of the turn it starts (a queued
@@ -392,7 +386,7 @@ class Runtime:
                      upgrade: bool = False) -> Woken:
         waiting = ResultWait(h, self.deps.clock, wait_ms) if wait_ms > 0 else None
         try:
-            queued = await spawn_wake.wake_into(self, h, prompt, change, to_latest=upgrade)
+            queued = await self.residency.wake(h, prompt, change, to_latest=upgrade)
         except BaseException:
             if waiting is not None:
                 waiting.drop()
@@ -452,7 +446,7 @@ class Runtime:
                         top.live.drop(fut)
                     raise
                 for h in accepted.chain:
-                    self.launch(h)
+                    self.residency.launch(h)
         return accepted, fut
 
     async def durable(self) -> None:
@@ -514,9 +508,6 @@ class Runtime:
         self.check_retained(after_seq)
         return watch_events(self, after_seq, types, handle)
 
-    async def run_task(self, parent: Handle, call: Call) -> ToolResult:
-        return await task_mod.run_task(self, parent, call)
-
     def publish_text(self, h: Handle, delta: str) -> None:
         """A streamed model delta: live only, never stored, so it takes no seq (docs/protocol.md §3)."""
         self.bus.publish([Event(seq=0, runtime_id=self.id, handle=h.id, type=EventType.TEXT,
@@ -534,12 +525,6 @@ class Runtime:
         return await drift.report_reattach(self, before, before_llm, after, after_llm)
 
     # ------------------------------------------------------------------ turns
-
-    def launch(self, h: Handle, landing: Landing | None = None) -> None:
-        self.residency.launch(h, landing)
-
-    def store_unreachable(self) -> None:
-        self.residency.heal()
 
     async def settle_commits(self) -> None:
         for _ in range(SETTLE_ROUNDS):  # each round waits for a commit queued meanwhile
