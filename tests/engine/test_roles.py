@@ -3,9 +3,10 @@ and the call loop of turns (a turn ended → its slot freed → the next queued 
 the residency alone.
 
 Read from the source (``ast``): every function whose parameter ``rt`` is annotated with a role
-uses the members it reads (``rt.x``) and the members of the roles of the functions it passes
-``rt`` to. A role's members must be exactly the union of what its functions use: a member no
-function of the role uses is a dependency the module does not have."""
+uses the members it reads (``rt.x``, and ``rt.deps.x`` of the outside world) and the members of
+the roles of the functions it passes ``rt`` to. A role's members must be exactly the union of
+what its functions use: a member no function of the role uses is a dependency the module does
+not have."""
 
 from __future__ import annotations
 
@@ -27,11 +28,20 @@ CONSUMERS = [*sorted((ENGINE / "turn").glob("*.py")), ENGINE / "verbs" / "resume
              ENGINE / "verbs" / "event_stream.py"]
 ROLES = {name: obj for name, obj in vars(context).items()
          if isinstance(obj, type) and getattr(obj, "_is_protocol", False)
-         and obj.__module__ == context.__name__ and name not in ("Deps", "ActGuard")}
+         and obj.__module__ == context.__name__ and name != "ActGuard" and not name.endswith("Deps")}
+
+
+def _attrs(protocol: type) -> set[str]:
+    return set(typing._get_protocol_attrs(protocol))  # type: ignore[attr-defined]
 
 
 def members(role: type) -> set[str]:
-    return set(typing._get_protocol_attrs(role))  # type: ignore[attr-defined]
+    """The role's members, its ``deps`` spelled out as the parts of the outside world it names."""
+    out = _attrs(role)
+    if "deps" in out:
+        deps = typing.get_type_hints(role.deps.fget)["return"]  # type: ignore[attr-defined]
+        out = (out - {"deps"}) | {f"deps.{name}" for name in _attrs(deps)}
+    return out
 
 
 @dataclass
@@ -78,8 +88,11 @@ def _functions() -> dict[tuple[str, str], Fn]:
             role = arg.annotation.id if isinstance(arg.annotation, ast.Name) else str(arg.annotation.value)
             fn = found[(module, node.name)] = Fn(module, node.name, role)
             for sub in ast.walk(node):
-                if isinstance(sub, ast.Attribute) and _is_rt(sub.value):
+                if isinstance(sub, ast.Attribute) and _is_rt(sub.value) and sub.attr != "deps":
                     fn.reads.add(sub.attr)
+                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Attribute) \
+                        and _is_rt(sub.value.value) and sub.value.attr == "deps":
+                    fn.reads.add(f"deps.{sub.attr}")
                 if isinstance(sub, ast.Call) and any(_is_rt(a) for a in sub.args):
                     fn.passes.add(_callee(sub.func, module, names))
     return found

@@ -35,7 +35,7 @@ from ..state.change import Change
 from ..state.handle import Handle
 from ..state.handle_table import HandleTable, Stored
 from ..turn import spawn_wake
-from ..turn.context import Spawning, Turn
+from ..turn.context import Spawning, Turn, TurnDeps
 from ..turn.loop import run_turn
 
 log = logging.getLogger("toolnexus_daemon.engine")
@@ -53,6 +53,8 @@ class Resident(Turn, Spawning, Protocol):
     """What the residency needs of its runtime (``Runtime`` satisfies it): what its turns and
     wakes need, the wait for queued commits before a heal reloads, and the bus it closes."""
 
+    @property
+    def deps(self) -> TurnDeps: ...
     async def settle_commits(self) -> None:
         """Return once every change queued so far landed or was refused, the event seqs caught up
         with the store (``StoreUnavailable`` while it cannot be read)."""
