@@ -2,8 +2,12 @@
 
 Both executors are the daemon's own (``McpExecutor``, ``WebhookExecutor``), driven in this process
 with the same ``ToolInvocation`` shape; both servers are subprocesses on 127.0.0.1 on the same
-stack (uvicorn + Starlette): ``examples/mcp_server.py``'s ``add`` over streamable HTTP, and a
-webhook app that adds the same way. The MCP session is reused across calls, as the daemon does.
+stack (uvicorn + Starlette): ``examples/mcp_server.py``'s ``add`` over streamable HTTP (or, with
+``--style low``, the same tool on the SDK's lowlevel ``Server``: ``bench/mcp_servers.py``), and a
+webhook app that adds the same way. ``--json-response`` and ``--stateless`` choose the SDK session
+manager's modes, ``--protocol auto`` has the daemon speak the 2026-07-28 protocol (as an
+``--mcp-config`` entry's ``"protocol": "auto"`` does), ``--no-otel`` drops the SDK server's
+OpenTelemetry middleware. The MCP session is reused across calls, as the daemon does.
 Calls alternate MCP, webhook, MCP, ... so load from other sessions falls on both; each repetition
 is the median latency of its calls, the ratio is taken per repetition, then the median. The CPU
 each call costs is reported too (this process's, during the call, and each server's over the
@@ -11,7 +15,8 @@ repetition, from /proc): on a loaded machine it varies far less than the latency
 
 Run in the project's .venv (it needs mcp 2; bench/.venv holds the reference library's mcp 1):
 
-    .venv/bin/python -m bench.mcp_call [--calls 300] [--reps 5]
+    .venv/bin/python -m bench.mcp_call [--calls 300] [--reps 5] [--style high|low] [--json-response]
+        [--stateless] [--protocol auto] [--no-otel]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from toolnexus_daemon.config_mcp import McpConfig, McpConfigServer
 from toolnexus_daemon.model import HttpConfig, McpServer, McpTarget, ToolDef, ToolSource
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_daemon.tools.mcp import McpExecutor
@@ -56,7 +62,8 @@ def _port() -> int:
 
 
 def _serve(args: list[str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=ROOT)
     for _ in range(400):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -91,12 +98,16 @@ async def _time(executor: McpExecutor | WebhookExecutor, tool: ToolDef, i: int, 
     return elapsed
 
 
-async def measure(mcp_url: str, hook_url: str, calls: int, reps: int, pids: tuple[int, int] = (0, 0)
-                  ) -> dict[str, object]:
-    server = McpServer("bench", mcp_url)
+async def measure(mcp_url: str, hook_url: str, calls: int, reps: int, pids: tuple[int, int] = (0, 0),
+                  protocol: str = "") -> dict[str, object]:
+    if protocol:  # a protocol other than the handshake's is the operator's choice: an --mcp-config entry
+        server = McpServer("bench")
+        config = McpConfig({"bench": McpConfigServer(url=mcp_url, protocol=protocol)})
+    else:
+        server, config = McpServer("bench", mcp_url), None
     mcp_tool = ToolDef("bench__add", source=ToolSource.MCP, mcp=McpTarget(server, "add"))
     hook_tool = ToolDef("add", source=ToolSource.WEBHOOK, http=HttpConfig(url=hook_url))
-    mcp, hook = McpExecutor(), WebhookExecutor()
+    mcp, hook = McpExecutor(config), WebhookExecutor()
     try:
         for i in range(20):  # warm-up: the session, the connection pools, the servers' first requests
             await _time(mcp, mcp_tool, i)
@@ -130,16 +141,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--style", choices=("high", "low"), default="high",
+                        help="the MCP server: examples/mcp_server.py (the SDK's MCPServer, default) or the "
+                             "same tool on the SDK's lowlevel Server (bench/mcp_servers.py)")
     parser.add_argument("--json-response", action="store_true",
                         help="the MCP server answers with JSON instead of an SSE stream")
+    parser.add_argument("--stateless", action="store_true",
+                        help="the MCP server's session manager in stateless mode (a transport per request)")
+    parser.add_argument("--no-otel", action="store_true",
+                        help="the MCP server without the SDK's OpenTelemetry middleware")
+    parser.add_argument("--protocol", choices=("", "auto"), default="",
+                        help='the daemon\'s side: "" = the initialize handshake (2025-11-25, the default), '
+                             '"auto" = the 2026-07-28 protocol (an --mcp-config entry\'s "protocol": "auto")')
     ns = parser.parse_args()
     mcp_port, hook_port = _port(), _port()
-    mcp_args = [str(ROOT / "examples" / "mcp_server.py"), "--port", str(mcp_port)]
-    servers = [_serve(mcp_args + (["--json-response"] if ns.json_response else []), mcp_port),
-               _serve(["-c", WEBHOOK_APP, str(hook_port)], hook_port)]
+    mcp_args = ["-m", "bench.mcp_servers", "--style", ns.style, "--port", str(mcp_port)]
+    mcp_args += [flag for flag, on in (("--json-response", ns.json_response), ("--stateless", ns.stateless),
+                                       ("--no-otel", ns.no_otel)) if on]
+    servers = [_serve(mcp_args, mcp_port), _serve(["-c", WEBHOOK_APP, str(hook_port)], hook_port)]
     try:
         out = asyncio.run(measure(f"http://127.0.0.1:{mcp_port}/mcp", f"http://127.0.0.1:{hook_port}/add",
-                                  ns.calls, ns.reps, (servers[0].pid, servers[1].pid)))
+                                  ns.calls, ns.reps, (servers[0].pid, servers[1].pid), ns.protocol))
     finally:
         for proc in servers:
             proc.kill()
