@@ -48,7 +48,7 @@ from . import mcp_elicit
 from .base import OutcomeUnknown, ToolInvocation
 from .http_tool import DEFAULT_MAX_OUTPUT_CHARS
 from .mcp_result import tool_result
-from .mcp_session import Endpoint, Session, Sessions, Unreachable, reason
+from .mcp_session import Endpoint, InvalidResult, Session, Sessions, Unreachable, reason
 
 log = logging.getLogger("toolnexus_daemon.tools.mcp")
 
@@ -347,6 +347,10 @@ class McpExecutor:
                     await self.sessions.release(call.session, keep=True)
                     self._forget(inv.action_id)
                     return tool_result(event, self._max_output)
+                if isinstance(event, InvalidResult):  # answered, wrongly: an error the model reads
+                    await self.sessions.release(call.session, keep=True)
+                    self._forget(inv.action_id)
+                    return _error(target, f"returned a result its output schema refuses: {str(event)[:1000]}")
                 await self.sessions.release(call.session, keep=False)
                 if call.session.expired and not call.asked and not renewed:
                     # the server no longer knew the session (it restarted): it read nothing, so the

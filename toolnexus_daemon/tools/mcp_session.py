@@ -85,6 +85,22 @@ class Unreachable(Exception):
     """The server could not be connected to (or its handshake failed)."""
 
 
+class InvalidResult(Exception):
+    """The server answered, but its result does not match the tool's declared output schema (the
+    SDK checks it): the call is over, its outcome known, the session sound."""
+
+
+# how the pinned SDK words its output-schema check (``ClientSession.validate_tool_result``); it
+# raises a plain RuntimeError, so the words are what tells it from a broken session
+_SCHEMA_CHECK = ("Invalid structured content returned by tool ", "Invalid schema for tool ")
+
+
+def _schema_check_failed(exc: RuntimeError, name: str) -> bool:
+    text = str(exc)
+    missing = f"Tool {name} has an output schema but did not return structured content"
+    return text.startswith(_SCHEMA_CHECK) or text == missing
+
+
 class Session:
     """One connected client in its own task; ``on_elicit`` is set by the call it carries."""
 
@@ -194,14 +210,19 @@ class Session:
         client = self.client
         if client is None:
             raise Unreachable("the session is closed")
-        return await client.session.call_tool(
-            name,
-            dict(arguments),
-            meta=cast(RequestParamsMeta, meta),
-            input_responses=responses,
-            request_state=state,
-            allow_input_required=True,
-        )
+        try:
+            return await client.session.call_tool(
+                name,
+                dict(arguments),
+                meta=cast(RequestParamsMeta, meta),
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+        except RuntimeError as exc:
+            if _schema_check_failed(exc, name):
+                raise InvalidResult(str(exc)) from exc
+            raise
 
     async def list_tools(self) -> list[Tool]:
         """Every tool, page by page (``tools/list``)."""
