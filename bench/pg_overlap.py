@@ -11,7 +11,14 @@ the answer, a model call). Measured, per delay:
 * 16 clients at once, each on its own runtime (own channel, own worker stream): cycles/s
   and the speed-up over one client;
 * during the 16-client run, a gRPC health ``Check`` every 50 ms on its own channel: its
-  latency p50 / p99 (what every RPC waits behind when the event loop is held).
+  latency p50 / p99 (what every RPC waits behind when the event loop is held);
+* where the CPU of the 16-client run went, per cycle (``/proc``): the daemon (its event loop
+  apart from its other threads), this process's clients and its proxy thread, the database
+  server's processes, and the whole machine in cores busy (``others_cores_busy``: what other
+  processes took meanwhile); from the daemon's metrics endpoint, the changes and write
+  transactions per cycle and a commit's mean time in the store.
+
+``--fused`` runs the fused cycle (Spawn with the prompt and a wait, then Resume).
 
 ``--lmdb`` runs the same on synced LMDB (no database, no proxy): the cycle there must not
 get slower. ``--tree`` runs the daemon from another checkout (``PYTHONPATH`` of the daemon only), so
@@ -36,7 +43,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,13 +63,20 @@ from .pg_server import durable_server
 PROBE_EVERY_S = 0.05
 
 
+FUSED = False  # --fused: the cycle in two RPCs (Spawn with prompt and wait, Resume)
+
+
+def _cycle(d: Daemon) -> Awaitable[str]:
+    return d.fused_cycle() if FUSED else d.cycle()
+
+
 async def _one_client(target: str, cycles: int) -> float:
     d = await Daemon.connect(target)
     try:
-        await d.cycle()  # warm-up: the runtime's first turn
+        await _cycle(d)  # warm-up: the runtime's first turn
         started = time.perf_counter()
         for _ in range(cycles):
-            await d.cycle()
+            await _cycle(d)
         return cycles / (time.perf_counter() - started)
     finally:
         await d.close()
@@ -84,13 +98,13 @@ async def _probe(target: str, stop: asyncio.Event, out: list[float]) -> None:
 async def _many_clients(target: str, clients: int, cycles: int) -> tuple[float, list[float]]:
     ds = await asyncio.gather(*(Daemon.connect(target) for _ in range(clients)))
     try:
-        await asyncio.gather(*(d.cycle() for d in ds))  # warm-up
+        await asyncio.gather(*(_cycle(d) for d in ds))  # warm-up
         stop, probes = asyncio.Event(), []
         probe = asyncio.create_task(_probe(target, stop, probes))
 
         async def run(d: Daemon) -> None:
             for _ in range(cycles):
-                await d.cycle()
+                await _cycle(d)
 
         started = time.perf_counter()
         await asyncio.gather(*(run(d) for d in ds))
@@ -271,7 +285,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--lmdb", action="store_true", help="the daemon on synced LMDB instead (no proxy)")
+    parser.add_argument("--fused", action="store_true",
+                        help="the fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs instead of 4)")
     args = parser.parse_args()
+    global FUSED
+    FUSED = args.fused
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": "."}
     results: dict[str, Any] = {}
     if args.lmdb:  # the same runs on synced LMDB in the data dir: no database, no proxy
