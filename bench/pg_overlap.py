@@ -11,7 +11,14 @@ the answer, a model call). Measured, per delay:
 * 16 clients at once, each on its own runtime (own channel, own worker stream): cycles/s
   and the speed-up over one client;
 * during the 16-client run, a gRPC health ``Check`` every 50 ms on its own channel: its
-  latency p50 / p99 (what every RPC waits behind when the event loop is held).
+  latency p50 / p99 (what every RPC waits behind when the event loop is held);
+* where the CPU of the 16-client run went, per cycle (``/proc``): the daemon (its event loop
+  apart from its other threads), this process's clients and its proxy thread, the database
+  server's processes, and the whole machine in cores busy (``others_cores_busy``: what other
+  processes took meanwhile); from the daemon's metrics endpoint, the changes and write
+  transactions per cycle and a commit's mean time in the store.
+
+``--fused`` runs the fused cycle (Spawn with the prompt and a wait, then Resume).
 
 ``--lmdb`` runs the same on synced LMDB (no database, no proxy): the cycle there must not
 get slower. ``--tree`` runs the daemon from another checkout (``PYTHONPATH`` of the daemon only), so
@@ -27,15 +34,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import socket
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -43,19 +56,27 @@ from tests.support.daemon import DaemonProcess
 from tests.support.stall_proxy import StallProxy
 
 from .common import log, workdir
+from .cpu import thread_cpu
 from .driver import Daemon
 from .pg_server import durable_server
 
 PROBE_EVERY_S = 0.05
 
 
+FUSED = False  # --fused: the cycle in two RPCs (Spawn with prompt and wait, Resume)
+
+
+def _cycle(d: Daemon) -> Awaitable[str]:
+    return d.fused_cycle() if FUSED else d.cycle()
+
+
 async def _one_client(target: str, cycles: int) -> float:
     d = await Daemon.connect(target)
     try:
-        await d.cycle()  # warm-up: the runtime's first turn
+        await _cycle(d)  # warm-up: the runtime's first turn
         started = time.perf_counter()
         for _ in range(cycles):
-            await d.cycle()
+            await _cycle(d)
         return cycles / (time.perf_counter() - started)
     finally:
         await d.close()
@@ -77,13 +98,13 @@ async def _probe(target: str, stop: asyncio.Event, out: list[float]) -> None:
 async def _many_clients(target: str, clients: int, cycles: int) -> tuple[float, list[float]]:
     ds = await asyncio.gather(*(Daemon.connect(target) for _ in range(clients)))
     try:
-        await asyncio.gather(*(d.cycle() for d in ds))  # warm-up
+        await asyncio.gather(*(_cycle(d) for d in ds))  # warm-up
         stop, probes = asyncio.Event(), []
         probe = asyncio.create_task(_probe(target, stop, probes))
 
         async def run(d: Daemon) -> None:
             for _ in range(cycles):
-                await d.cycle()
+                await _cycle(d)
 
         started = time.perf_counter()
         await asyncio.gather(*(run(d) for d in ds))
@@ -100,23 +121,127 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
 
 
-def _measure(tree: Path, dsn: str | None, base: Path, name: str, clients: int, cycles: int) -> dict[str, Any]:
+def _measure(tree: Path, dsn: str | None, base: Path, name: str, clients: int, cycles: int,
+             server_pid: int | None = None) -> dict[str, Any]:
     env = {"PYTHONPATH": f"{tree}:{tree / 'clients' / 'python'}"}
-    proc = DaemonProcess(base / name, *(("--store", dsn) if dsn else ()), env=env, cwd=tree)
+    metrics = f"127.0.0.1:{_free_port()}"
+    proc = DaemonProcess(base / name, *(("--store", dsn) if dsn else ()), "--metrics-listen", metrics,
+                         env=env, cwd=tree)
     proc.start(timeout=120)
     try:
         target = proc.target
         one = asyncio.run(_one_client(target, cycles))
         assert proc.proc is not None
-        cpu, own = _cpu_seconds(proc.proc.pid), time.process_time()
+        before = _Counters.read(proc.proc.pid, server_pid, metrics)
         many, probes = asyncio.run(_many_clients(target, clients, cycles))
-        cpu, own = _cpu_seconds(proc.proc.pid) - cpu, time.process_time() - own
+        spent = _Counters.read(proc.proc.pid, server_pid, metrics).minus(before)
     finally:
         proc.stop(timeout=60)
     done = clients * (cycles + 1)  # with the warm-up cycle
     return {"one": one, "many": many, "speedup": many / one, "probe_p50_ms": _pct(probes, 0.5),
-            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes),
-            "daemon_cpu_ms_per_cycle": cpu * 1000 / done, "client_cpu_ms_per_cycle": own * 1000 / done}
+            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes), **spent.per_cycle(done)}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# the daemon's threads by what they do (``/proc/<pid>/task/*/comm``, a name cut to 15 characters)
+THREAD_GROUPS = (("main", "loop"), ("pg-commit", "commit"), ("pg-read", "read"), ("commit", "commit"),
+                 ("grpc", "grpc"))
+# the committer's and the store's totals on the metrics endpoint
+SCRAPED = {"toolnexus_store_group_commit_batches": "changes",
+           "toolnexus_store_group_commit_transactions": "transactions",
+           "toolnexus_store_commit_duration_seconds_sum": "commit_s",
+           "toolnexus_store_commit_duration_seconds_count": "commits"}
+
+
+@dataclass
+class _Counters:
+    """Where the CPU of a run went (the daemon's threads by group, the database server's processes,
+    this process's client loop and proxy thread) and what the committer did, as totals so far."""
+
+    values: dict[str, float]
+
+    @classmethod
+    def read(cls, pid: int, server_pid: int | None, metrics: str) -> _Counters:
+        values: dict[str, float] = {"daemon_cpu": _cpu_seconds(pid), "client_cpu": time.process_time()}
+        for thread, seconds in thread_cpu(pid).items():
+            group = next((g for prefix, g in THREAD_GROUPS if thread.startswith(prefix)), "other")
+            values[f"daemon_{group}_cpu"] = values.get(f"daemon_{group}_cpu", 0.0) + seconds
+        values["proxy_cpu"] = _proxy_cpu()
+        values["wall"] = time.perf_counter()
+        values["machine_busy"], values["machine_all"] = _machine_ticks()
+        if server_pid is not None:
+            values["server_cpu"] = _tree_cpu(server_pid)
+        values.update(_scrape(metrics))
+        return cls(values)
+
+    def minus(self, before: _Counters) -> _Counters:
+        return _Counters({k: v - before.values.get(k, 0.0) for k, v in self.values.items()})
+
+    def per_cycle(self, done: int) -> dict[str, float]:
+        v = self.values
+        out = {f"{k}_ms_per_cycle": v[k] * 1000 / done for k in sorted(v) if k.endswith("_cpu")}
+        out["client_cpu_ms_per_cycle"] -= v.get("proxy_cpu", 0.0) * 1000 / done  # the proxy apart
+        if v.get("transactions"):
+            out["changes_per_cycle"] = v["changes"] / done
+            out["transactions_per_cycle"] = v["transactions"] / done
+            out["changes_per_transaction"] = v["changes"] / v["transactions"]
+        if v.get("commits"):
+            out["commit_ms"] = v["commit_s"] * 1000 / v["commits"]
+        # the whole machine during the run, in cores busy: this run's processes and everyone else's
+        cores = os.cpu_count() or 1
+        out["machine_cores_busy"] = cores * v["machine_busy"] / v["machine_all"] if v["machine_all"] else 0.0
+        ours = sum(v.get(k, 0.0) for k in ("daemon_cpu", "client_cpu", "server_cpu"))
+        out["others_cores_busy"] = out["machine_cores_busy"] - ours / v["wall"]
+        return out
+
+
+def _machine_ticks() -> tuple[float, float]:
+    """Busy and all CPU ticks of the machine so far (``/proc/stat``, every core; idle and iowait
+    are not busy)."""
+    fields = [float(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def _proxy_cpu() -> float:
+    """CPU seconds of this process's proxy threads (``StallProxy`` names them ``stall-proxy``)."""
+    by_id = {t.native_id: t.name for t in threading.enumerate()}
+    total = 0.0
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        if by_id.get(int(task.name)) == "stall-proxy":
+            with contextlib.suppress(OSError):
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _tree_cpu(pid: int) -> float:
+    """User + system CPU of ``pid`` and its live children (the server's postmaster and backends)."""
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for p in (root, *root.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+    except psutil.Error:
+        pass
+    return total
+
+
+def _scrape(address: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in SCRAPED:
+            out[SCRAPED[name]] = float(value)
+    return out
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -127,7 +252,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def _reps(trees: dict[str, str], args: argparse.Namespace,
           store_for: Callable[[str, int], tuple[str | None, StallProxy | None]], base: Path,
-          label: str) -> dict[str, list[dict[str, Any]]]:
+          label: str, server_pid: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every tree ``args.reps`` times, the order rotated each repetition (who goes first alternates)."""
     by_tree: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for rep in range(args.reps):
@@ -137,13 +262,18 @@ def _reps(trees: dict[str, str], args: argparse.Namespace,
             dsn, proxy = store_for(name, rep)
             try:
                 fig = _measure(Path(trees[name]).resolve(), dsn, base, f"{name}-{label}-{rep}",
-                               args.clients, args.cycles)
+                               args.clients, args.cycles, server_pid)
             finally:
                 if proxy is not None:
                     proxy.close()
             log(f"{label} {name} rep {rep}: {json.dumps(fig)}")
             by_tree[name].append(fig)
     return by_tree
+
+
+def _postmaster(pgdata: Path) -> int:
+    """The server's postmaster pid (the first line of ``postmaster.pid``)."""
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
 
 
 def main() -> None:
@@ -155,7 +285,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--lmdb", action="store_true", help="the daemon on synced LMDB instead (no proxy)")
+    parser.add_argument("--fused", action="store_true",
+                        help="the fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs instead of 4)")
     args = parser.parse_args()
+    global FUSED
+    FUSED = args.fused
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": "."}
     results: dict[str, Any] = {}
     if args.lmdb:  # the same runs on synced LMDB in the data dir: no database, no proxy
@@ -169,7 +303,8 @@ def main() -> None:
                     proxy, slow = StallProxy.for_dsn(dsn, delay=delay / 1000)
                     return slow, proxy
 
-                results[f"{delay:g}ms"] = _reps(trees, args, through_proxy, base, f"{delay:g}ms")
+                results[f"{delay:g}ms"] = _reps(trees, args, through_proxy, base, f"{delay:g}ms",
+                                                _postmaster(pg.pgdata))
     summary = {delay: {name: {k: statistics.median(r[k] for r in reps) for k in reps[0]}
                        for name, reps in trees_of.items()} for delay, trees_of in results.items()}
     print(json.dumps(summary, indent=1))

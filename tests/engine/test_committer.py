@@ -6,6 +6,7 @@ The same guarantees on the real stores (LMDB, PostgreSQL) are in tests/store/tes
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -27,6 +28,7 @@ from toolnexus_daemon.model import (
     RuntimeOptions,
 )
 from toolnexus_daemon.store import Batch, MemoryStore, Store
+from toolnexus_daemon.store.base import lane_of
 
 
 class CountingStore(MemoryStore):
@@ -263,3 +265,89 @@ async def test_a_refusal_whose_reload_fails_does_not_stall_the_changes_behind_it
                                                     a.commit(_note(a, "a2")), return_exceptions=True), 5)
     assert isinstance(results[0], StoreFull) and results[1:] == [None, None]
     assert _gapless(store, a) == ["a1", "a2"]
+
+
+class LaneStore(MemoryStore):
+    """A store with four commit lanes whose commits wait for ``open`` (PostgreSQL's writer
+    connections, each a round trip away): records the lane of every commit, which lanes are in
+    flight, and the order changes landed in."""
+
+    commit_lanes = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+        self.open.set()
+        self.in_flight: dict[int, list[str]] = {}
+        self.landed: list[tuple[int, str]] = []  # (lane, note) in commit order
+
+    async def commit(self, batch: Batch, lane: int = 0) -> None:
+        notes = [e.note for e in batch.events]
+        self.in_flight[lane] = notes
+        try:
+            await self.open.wait()
+            await super().commit(batch)
+        finally:
+            del self.in_flight[lane]
+        self.landed += [(lane, note) for note in notes]
+
+
+def _colliding_names(count: int, lanes: int) -> list[str]:
+    """``count`` runtime ids that a hash of the id would put in one lane."""
+    names = [f"rt{i}" for i in range(1000)]
+    first = lane_of(names[0], lanes)
+    return [n for n in names if lane_of(n, lanes) == first][:count]
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(1000):  # bounded: a commit queued a few loop turns ago is in flight by now
+        if check():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never happened")
+
+
+async def test_runtimes_take_idle_lanes_whatever_their_ids_hash_to() -> None:
+    """Four runtimes whose ids hash to one lane commit on four lanes at once, not one after another."""
+    store = LaneStore()
+    names = _colliding_names(4, store.commit_lanes)
+    _, rts = await _engine(store, *names)
+    store.open.clear()
+    commits = [asyncio.create_task(rt.commit(_note(rt, rt.id))) for rt in rts]
+    await _until(lambda: len(store.in_flight) == 4)
+    assert sorted(store.in_flight) == [0, 1, 2, 3], "each runtime's change went to an idle lane"
+    store.open.set()
+    await asyncio.gather(*commits)
+    for rt in rts:
+        assert _gapless(store, rt)[-1] == rt.id
+
+
+async def test_a_runtime_keeps_its_lane_while_a_change_is_unsettled_then_moves_in_order() -> None:
+    """While a change of a runtime is in flight its next ones queue behind it in the same lane, even
+    with other lanes idle (two lanes may land in either order); once all are durable its next change
+    takes an idle lane instead of queueing behind another runtime's commit."""
+    store = LaneStore()
+    a_name, b_name = _colliding_names(2, store.commit_lanes)
+    _, (a, b) = await _engine(store, a_name, b_name)
+    store.open.clear()
+    first = asyncio.create_task(a.commit(_note(a, "a1")))
+    await _until(lambda: len(store.in_flight) == 1)
+    (lane_a,) = store.in_flight
+    second = asyncio.create_task(a.commit(_note(a, "a2")))  # a1 in flight: a2 must follow it
+    await asyncio.sleep(0)
+    assert store.in_flight == {lane_a: ["a1"]}, "a2 may not overtake a1 on another lane"
+    store.open.set()
+    await asyncio.gather(first, second)
+    assert [note for _, note in store.landed if note.startswith("a")] == ["a1", "a2"]
+    assert {lane for lane, note in store.landed if note in ("a1", "a2")} == {lane_a}
+
+    store.open.clear()
+    b_commit = asyncio.create_task(b.commit(_note(b, "b1")))  # b takes a's old lane: it is idle
+    await _until(lambda: len(store.in_flight) == 1)
+    (lane_b,) = store.in_flight
+    moved = asyncio.create_task(a.commit(_note(a, "a3")))  # a settled: an idle lane, not behind b1
+    await _until(lambda: len(store.in_flight) == 2)
+    assert store.in_flight[lane_b] == ["b1"] and ["a3"] in store.in_flight.values()
+    store.open.set()
+    await asyncio.gather(b_commit, moved)
+    assert _gapless(store, a)[-3:] == ["a1", "a2", "a3"] and _gapless(store, b)[-1] == "b1"

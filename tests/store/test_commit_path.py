@@ -31,9 +31,9 @@ from toolnexus_daemon.model import (
     RuntimeOptions,
 )
 from toolnexus_daemon.store import Store
-from toolnexus_daemon.store.base import Fence, lane_of
+from toolnexus_daemon.store.base import Fence
 from toolnexus_daemon.store.postgres.lease import Held, Lease, Leases
-from toolnexus_daemon.store.postgres.store import PgStore
+from toolnexus_daemon.store.postgres.store import COMMIT_LANES, PgStore
 
 
 class NoModel:
@@ -81,9 +81,10 @@ def _notes(store: Store, rt: Runtime) -> list[str]:
 
 async def test_changes_of_several_runtimes_land_in_one_store_transaction(store: Store,
                                                                          engine: Engine) -> None:
-    """One transaction per commit lane the runtimes take (LMDB and memory: one lane)."""
+    """One transaction per commit lane the runtimes take: each its own while lanes are idle
+    (PostgreSQL: four), all in one where there is one lane (LMDB and memory)."""
     rts = await _runtimes(engine, "a", "b", "c")
-    lanes = len({lane_of(rt.id, store.commit_lanes) for rt in rts})
+    lanes = min(len(rts), store.commit_lanes)
     before, store_before = engine.committer.stats(), _store_transactions(store)
     await asyncio.gather(*(rt.commit(_note(rt, f"{rt.id}{i}")) for i in range(5) for rt in rts))
     after = engine.committer.stats()
@@ -185,9 +186,10 @@ def _expire(dsn: str, runtime_id: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _two_nodes(pg_dsn: str) -> AsyncIterator[tuple[Engine, Leases, PgStore]]:
-    """node-a's engine (leases, no renewal) and node-b's leases on one database; all closed after."""
-    store_a, store_b = PgStore(pg_dsn), PgStore(pg_dsn)
+async def _two_nodes(pg_dsn: str, lanes: int = COMMIT_LANES) -> AsyncIterator[tuple[Engine, Leases, PgStore]]:
+    """node-a's engine (leases, no renewal; its store with ``lanes`` commit lanes) and node-b's
+    leases on one database; all closed after."""
+    store_a, store_b = PgStore(pg_dsn, commit_lanes=lanes), PgStore(pg_dsn)
     leases_a = Leases(store_a.link, "node-a", "node-a.local:7000", LEASE_MS)
     leases_b = Leases(store_b.link, "node-b", "node-b.local:7000", LEASE_MS)
     engine = _engine(store_a, ownership=LeaseOwnership(leases_a))
@@ -204,8 +206,10 @@ async def _two_nodes(pg_dsn: str) -> AsyncIterator[tuple[Engine, Leases, PgStore
 async def test_a_lost_lease_in_a_mixed_group_fails_only_that_runtimes_changes(pg_dsn: str) -> None:
     """node-a owns two runtimes; node-b takes one over. node-a's next group mixes both: its fences
     fail the transaction whole, the changes are retried one by one, and only those of the runtime
-    node-a lost are refused (``LeaseLost``) — which makes the engine forget it."""
-    async with _two_nodes(pg_dsn) as (engine, leases_b, store_a):
+    node-a lost are refused (``LeaseLost``) — which makes the engine forget it. One commit lane:
+    with idle lanes the two runtimes would each take their own; a group mixes runtimes when
+    every lane is busy, which one lane makes certain."""
+    async with _two_nodes(pg_dsn, lanes=1) as (engine, leases_b, store_a):
         kept, lost = await _runtimes(engine, "rt-kept", "rt-lost")
         await asyncio.gather(kept.commit(_note(kept, "k0")), lost.commit(_note(lost, "l0")))
         _expire(pg_dsn, "rt-lost")

@@ -32,8 +32,8 @@ T = TypeVar("T")
 
 
 def lane_of(runtime_id: str, lanes: int) -> int:
-    """The commit lane of a runtime among ``lanes`` (``Store.commit_lanes``): the same in every
-    process and run, so one runtime's commits always take one lane."""
+    """The commit lane a runtime starts in among ``lanes`` (``Store.commit_lanes``); the committer
+    moves it to the least-loaded lane whenever none of its commits is in flight."""
     return zlib.crc32(runtime_id.encode()) % max(lanes, 1)
 
 
@@ -134,7 +134,7 @@ class Store(Protocol):
 
         Commits of one lane (``0 <= lane < commit_lanes``; others wrap) apply in the order they
         were called; commits of different lanes may overlap and land in either order, so a
-        caller keeps everything of one runtime in one lane (``lane_of``). Raises ``StoreFull``
+        caller keeps a runtime's commits in one lane while any of them is in flight. Raises ``StoreFull``
         when the map or disk is full (nothing of the batch is kept) and ``StoreError`` for any
         other failure.
         """

@@ -7,8 +7,13 @@ is the only layer that groups: the changes queued (by any runtime) while a
 transaction is being synced go down together as the next transaction — one
 fsync for all of them — so concurrent handles, of one runtime or of many, do
 not wait for each other's disk round trips. A store with several commit lanes
-(PostgreSQL: a writer connection each) gets a queue per lane, a runtime always in
-the lane ``lane_of`` gives it, so the transactions of different lanes overlap.
+(PostgreSQL: a writer connection each) gets a queue per lane, so the transactions of
+different lanes overlap. A runtime stays in its lane while any change of it is queued or
+in flight (so its changes apply in call order); once all are durable its next change takes
+the least-loaded lane — an idle one if there is one, else the shortest queue, where it
+joins the next group. Runtimes are spread by how busy the lanes are, not by a hash of
+their ids (which left lanes idle while others queued: 16 runtimes on 4 lanes by CRC-32
+gave one lane 8 runtimes and another none).
 The store then writes exactly the one batch it is given per transaction. Each
 caller still returns only once its own change is durable, and a cancelled caller
 cannot tear or drop its change.
@@ -237,14 +242,16 @@ class Committer:
     """Owns the order in which every runtime's changes reach the store, and their grouping.
 
     A store that can run several commits at once (``Store.commit_lanes``: PostgreSQL's writer
-    connections) gets one queue and one drain per lane; a runtime always takes the lane
-    ``lane_of`` gives it, so its changes stay in call order while other lanes' overlap."""
+    connections) gets one queue and one drain per lane; a runtime keeps its lane while any of
+    its changes is unsettled (``_lane_for``), so its changes stay in call order while other
+    lanes' overlap."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._lanes = max(int(getattr(store, "commit_lanes", 1)), 1)
         self._queues: list[deque[_Queued]] = [deque() for _ in range(self._lanes)]
         self._drains: list[asyncio.Task[None] | None] = [None] * self._lanes
+        self._writing = [0] * self._lanes  # 1 while the lane's transaction is in flight
         self._counts = [0, 0, 0, 0]  # changes, transactions, failed, largest group
 
     def open(self, host: CommitHost, next_seq: int, first_seq: int,
@@ -273,13 +280,24 @@ class Committer:
         item = _Queued(log, change, batch, asyncio.get_running_loop().create_future())
         # a caller stopped before it awaited (a turn given up) leaves no unretrieved refusal behind
         item.done.add_done_callback(_retrieve)
-        lane = log.lane
+        lane = log.lane = self._lane_for(log)
         self._queues[lane].append(item)
         log.last = item.done
         drain = self._drains[lane]
         if drain is None or drain.done():
             self._drains[lane] = asyncio.create_task(self._run(lane), name=f"commits-{lane}")
         return item.done
+
+    def _lane_for(self, log: RuntimeLog) -> int:
+        """The lane of ``log``'s next change: its current one while any change of it is queued or in
+        flight (a lane applies in call order; two lanes may land in either order), else the
+        least-loaded lane (queued changes plus one for a transaction in flight), its own on a tie.
+        A runtime changes lanes only once everything it committed before is durable, so its
+        transactions stay ordered and each still carries its fences (``RuntimeLog.part``)."""
+        if self._lanes == 1 or not log.settled:
+            return log.lane
+        loads = [len(queue) + writing for queue, writing in zip(self._queues, self._writing, strict=True)]
+        return min(range(self._lanes), key=lambda lane: (loads[lane], lane != log.lane))
 
     def stats(self) -> CommitStats:
         changes, txns, failed, largest = self._counts
@@ -291,6 +309,7 @@ class Committer:
         while queue:
             group = self._take_group(queue)
             self._counts[3] = max(self._counts[3], len(group))
+            self._writing[lane] = 1
             try:
                 await self._write(group, lane)
             except StoreError:
@@ -299,6 +318,8 @@ class Committer:
             except Exception as exc:  # a bug: never leave a caller waiting forever
                 for item in group:
                     self._fail(item, StoreError(f"commit failed: {exc!r}"), exc)
+            finally:
+                self._writing[lane] = 0
 
     @staticmethod
     def _take_group(queue: deque[_Queued]) -> list[_Queued]:

@@ -46,8 +46,12 @@ from .write import PgWrites, Step
 
 log = logging.getLogger("toolnexus_daemon.store")
 # writer connections, each committing its lane's transactions in order: at a few ms to the database
-# a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap
-COMMIT_LANES = 4
+# a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap. Two,
+# not more: every transaction costs the daemon about 1 ms of CPU (the batch encoded on the event
+# loop, the pipeline on the lane's thread, the hand-backs), and an idle lane takes a change alone
+# where a busy one groups it with others, so more lanes meant more transactions per cycle and less
+# throughput wherever the daemon's CPU binds (bench/README.md, "PostgreSQL a network away")
+COMMIT_LANES = 2
 # reader threads (a connection each) serving ``read``: how many reads may be in flight at once; more
 # wait their turn in the executor's queue, off the event loop
 READ_CONNECTIONS = 4
