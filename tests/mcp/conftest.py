@@ -32,11 +32,13 @@ def free_port() -> int:
 
 
 class McpServerProcess:
-    """examples/mcp_server.py over streamable HTTP on a fixed free port (so a restart keeps its URL)."""
+    """examples/mcp_server.py (or another ``script`` taking ``--port``) over streamable HTTP on a
+    fixed free port (so a restart keeps its URL)."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, script: Path = SERVER) -> None:
         self.port = free_port()
         self.log = log
+        self.script = script
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -45,7 +47,7 @@ class McpServerProcess:
 
     def start(self) -> McpServerProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--port", str(self.port)],
+            [sys.executable, str(self.script), "--port", str(self.port)],
             env={**_env(), "MCP_EXAMPLE_LOG": str(self.log)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -4,10 +4,6 @@ server), and the session stays in use for the next call. Against a real SDK serv
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,28 +13,18 @@ from toolnexus_daemon.model import McpServer, McpTarget, OnCrash, ToolDef, ToolS
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_daemon.tools.mcp import McpExecutor
 
-from .conftest import free_port
+from .conftest import McpServerProcess
 
 SERVER = Path(__file__).with_name("schema_server.py")
 
 
 @pytest.fixture
-def schema_server() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def schema_server(tmp_path: Path) -> Iterator[str]:
+    server = McpServerProcess(tmp_path / "unused.jsonl", script=SERVER).start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield server.url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 def _count(url: str, bad: bool, n: int) -> ToolInvocation:
