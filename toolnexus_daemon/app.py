@@ -29,11 +29,10 @@ from grpc_health.v1._async import HealthServicer
 
 from . import __version__, gctune, web
 from .api.forward import Forwarder
-from .api.link_forward import LinkForwarder
+from .api.resume_forward import LinkForwarder, UiForwarder
 from .api.server import ListenError, create_server, set_health
 from .api.servicer import AgentRuntimeServicer
 from .api.store_state import follow_store
-from .api.ui_forward import UiForwarder
 from .clock import SystemClock
 from .config import Settings
 from .engine.turn.tracing import NOOP, Tracer

@@ -157,7 +157,7 @@ class Forwarder:
     async def send(self, method: str, request: Message, moved: Moved, metadata: list[tuple[str, str]],
                    timeout: float, reply_type: type[Reply]) -> Reply:
         """A call this daemon makes itself (not on a caller's behalf) to ``moved``'s owner, such as
-        an answer that came in through a link (``api.link_forward``); errors are the owner's."""
+        an answer that came in through a link (``api.resume_forward``); errors are the owner's."""
         _reachable(moved)
         call = self._channel(moved.address).unary_unary(*_wire(method, reply_type))
         self.forwarded += 1
