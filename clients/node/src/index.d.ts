@@ -487,10 +487,15 @@ export interface VersionUse {
 
 /**
  * Events of one runtime in seq order: the stored ones after `afterSeq`, then live ones. A stream
- * the daemon ends with UNAVAILABLE is reopened after the last seq received, with backoff.
+ * the daemon ends with UNAVAILABLE is reopened after the last seq received, with backoff; so is
+ * one it ends with RESOURCE_EXHAUSTED because this reader fell behind the live events (after the
+ * seq its `x-toolnexus-resume-after-seq` trailer names): no gap, no duplicate. A RESOURCE_EXHAUSTED
+ * without that trailer (the caller holds `--max-watch-streams-per-caller` streams) is thrown.
  */
 export declare class EventStream implements AsyncIterable<Event> {
   [Symbol.asyncIterator](): AsyncGenerator<Event, void, undefined>;
+  /** How many times the stream was opened again (after UNAVAILABLE or falling behind). */
+  readonly reopened: number;
   /** Stop the stream; a pending iteration ends without an error. */
   cancel(): void;
 }
