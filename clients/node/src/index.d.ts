@@ -210,6 +210,9 @@ export interface Context {
   readonly runtimeId: string;
   readonly tool: string;
   readonly answer: Answer | null;
+  /** The W3C trace context of this call's `execute_tool` span when the daemon traces
+   * (`--otlp-endpoint`), else '': start the tool's own spans under it to join the agent's trace. */
+  readonly traceparent: string;
   /** Aborted when this client detaches. */
   readonly signal: AbortSignal;
 }
@@ -407,6 +410,8 @@ export interface RuntimeOptions {
 /** The model call a `transport` receives: `{body}`, an OpenAI chat-completions request. */
 export interface TransportRequest {
   body: JsonObject & { messages?: JsonObject[]; tools?: JsonObject[]; model?: string };
+  /** The W3C trace context of this call's `chat` span; present only when the daemon traces. */
+  traceparent?: string;
 }
 
 /** A transport reply: `{status, headers, body}` (body an object, JSON text or bytes). */
