@@ -49,7 +49,7 @@ def run_lookup(target: str) -> tuple[list[str], list[str]]:
     finder = agent("finder", does="finds", uses={"tools": [lookup_tool]})
     with Runtime.new(target, registry(finder), transport=transport) as rt:
         result = rt.wake(rt.spawn(rt.root, "finder"), "find it", wait=20).result
-        assert result.text == "done", result
+        assert result is not None and result.text == "done", result
     return tool_seen, model_seen
 
 
@@ -59,7 +59,8 @@ def ids(traceparent: str) -> tuple[str, str]:
     return m.group(1), m.group(2)
 
 
-def test_worker_calls_carry_the_traceparent_of_their_span(traced: DaemonProcess, collector: Collector) -> None:
+def test_worker_calls_carry_the_traceparent_of_their_span(traced: DaemonProcess,
+                                                          collector: Collector) -> None:
     tool_seen, model_seen = run_lookup(traced.target)
     spans = collector.wait_for(lambda s: any(x.name == "invoke_agent finder" for x in s)
                                and any(x.name == "execute_tool lookup" for x in s))
