@@ -199,7 +199,7 @@ def daemon_message(out: Outgoing) -> pb.DaemonMessage:
     if isinstance(out, ToolCallOut):
         call = msg.tool_call
         call.call_id, call.handle, call.tool = out.call_id, out.handle, out.tool
-        call.action_id = action_of(out.call_id)
+        call.action_id, call.traceparent = action_of(out.call_id), out.traceparent
         fill_struct(call.arguments, out.arguments)
         call.arguments.SetInParent()  # an empty arguments Struct is still sent, as before
         if out.answer is not None:
@@ -207,7 +207,7 @@ def daemon_message(out: Outgoing) -> pb.DaemonMessage:
         return msg
     if isinstance(out, ModelCallOut):
         llm = msg.llm_call
-        llm.call_id, llm.handle = out.call_id, out.handle
+        llm.call_id, llm.handle, llm.traceparent = out.call_id, out.handle, out.traceparent
         fill_struct(llm.body, out.body)
         llm.body.SetInParent()
         return msg

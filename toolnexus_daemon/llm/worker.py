@@ -47,7 +47,7 @@ class WorkerTransport:
         return await self._policy.run(attempt, (), budget_ms=self._timeout_ms, sleep=request.sleep)
 
     async def _attempt(self, request: ModelRequest, silent: set[WorkerSession]) -> ModelReply | Failure:
-        out = ModelCallOut(request.call_id, request.handle, request.body)
+        out = ModelCallOut(request.call_id, request.handle, request.body, request.traceparent)
         try:
             reply = await self._hub.call(request.runtime_id, out, request.take_timeout_ms / 1000,
                                          reply_timeout=self._timeout_ms / 1000, avoid=frozenset(silent))

@@ -36,6 +36,8 @@ class ToolCallOut:
     # none and this is the runtime's latest
     version: int = 0
     latest: bool = True
+    # the W3C trace context of the call's execute_tool span ("" when tracing is off)
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class ModelCallOut:
     call_id: str
     handle: str
     body: JSON
+    # the W3C trace context of the call's chat span ("" when tracing is off)
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

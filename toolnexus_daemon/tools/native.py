@@ -23,7 +23,8 @@ class NativeExecutor:
     async def invoke(self, inv: ToolInvocation) -> ToolResult:
         """Send the call to a worker and return its ToolOutcome as a ToolResult."""
         name = inv.tool.name
-        out = ToolCallOut(inv.call_id, inv.handle, name, inv.arguments, inv.answer, inv.version, inv.latest)
+        out = ToolCallOut(inv.call_id, inv.handle, name, inv.arguments, inv.answer, inv.version, inv.latest,
+                          inv.traceparent)
         try:
             reply = await self._hub.call(inv.runtime_id, out, inv.take_timeout_ms / 1000,
                                          resend=inv.tool.on_crash is not OnCrash.ASK)

@@ -161,6 +161,8 @@ export function contextFromCall(runtimeId, call, signal) {
     runtimeId,
     tool: call.tool,
     answer: answerFromPb(call.answer),
+    // the W3C trace context of the call's execute_tool span when the daemon traces, else ''
+    traceparent: call.traceparent ?? '',
     signal,
   });
   return [fromStruct(call.arguments) ?? {}, ctx];

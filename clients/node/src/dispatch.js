@@ -32,7 +32,9 @@ export async function runTool(runtimeId, tools, call, signal, logger) {
 export async function runLlm(transport, call, logger) {
   if (!transport) return { call_id: call.call_id, error: 'this worker has no model transport' };
   try {
-    const reply = await transport({ body: fromStruct(call.body) ?? {} });
+    const request = { body: fromStruct(call.body) ?? {} };
+    if (call.traceparent) request.traceparent = call.traceparent; // the call's chat span, when the daemon traces
+    const reply = await transport(request);
     const [status, body] = await replyParts(reply);
     return { call_id: call.call_id, status, body: toStruct(body), error: '' };
   } catch (err) {

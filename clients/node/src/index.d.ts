@@ -210,6 +210,9 @@ export interface Context {
   readonly runtimeId: string;
   readonly tool: string;
   readonly answer: Answer | null;
+  /** The W3C trace context of this call's `execute_tool` span when the daemon traces
+   * (`--otlp-endpoint`), else '': start the tool's own spans under it to join the agent's trace. */
+  readonly traceparent: string;
   /** Aborted when this client detaches. */
   readonly signal: AbortSignal;
 }
@@ -407,6 +410,8 @@ export interface RuntimeOptions {
 /** The model call a `transport` receives: `{body}`, an OpenAI chat-completions request. */
 export interface TransportRequest {
   body: JsonObject & { messages?: JsonObject[]; tools?: JsonObject[]; model?: string };
+  /** The W3C trace context of this call's `chat` span; present only when the daemon traces. */
+  traceparent?: string;
 }
 
 /** A transport reply: `{status, headers, body}` (body an object, JSON text or bytes). */
@@ -487,10 +492,15 @@ export interface VersionUse {
 
 /**
  * Events of one runtime in seq order: the stored ones after `afterSeq`, then live ones. A stream
- * the daemon ends with UNAVAILABLE is reopened after the last seq received, with backoff.
+ * the daemon ends with UNAVAILABLE is reopened after the last seq received, with backoff; so is
+ * one it ends with RESOURCE_EXHAUSTED because this reader fell behind the live events (after the
+ * seq its `x-toolnexus-resume-after-seq` trailer names): no gap, no duplicate. A RESOURCE_EXHAUSTED
+ * without that trailer (the caller holds `--max-watch-streams-per-caller` streams) is thrown.
  */
 export declare class EventStream implements AsyncIterable<Event> {
   [Symbol.asyncIterator](): AsyncGenerator<Event, void, undefined>;
+  /** How many times the stream was opened again (after UNAVAILABLE or falling behind). */
+  readonly reopened: number;
   /** Stop the stream; a pending iteration ends without an error. */
   cancel(): void;
 }

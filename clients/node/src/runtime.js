@@ -280,7 +280,8 @@ export class Runtime {
   /**
    * Every stored event with `seq > afterSeq`, then live ones, as an async iterable; end it by
    * breaking out of the loop, with `stream.cancel()`, or with an AbortSignal. A stream the
-   * daemon ends with UNAVAILABLE is reopened after the last seq received (no gap, no duplicate).
+   * daemon ends with UNAVAILABLE, or with RESOURCE_EXHAUSTED because this reader fell behind the
+   * live events, is reopened after the last seq received (no gap, no duplicate).
    */
   watch({ afterSeq = 0, types = [], handle = null, signal = null } = {}) {
     this.calls.ensureOpen();

@@ -4,7 +4,10 @@
 // ends the call; a stream error other than our own cancellation is thrown as a ToolnexusError.
 // A stream the daemon ends with UNAVAILABLE (it restarted or is stopping, or in a cluster the
 // runtime moved to another daemon) is opened again after the last seq received, with backoff,
-// so the iteration goes on with no gap and no duplicate (RESUME_POLICY).
+// so the iteration goes on with no gap and no duplicate (RESUME_POLICY). So is a Watch the daemon
+// ended with RESOURCE_EXHAUSTED because its reader fell behind the live events: that status
+// carries the seq to resume after in its trailing metadata (RESUME_AFTER). A RESOURCE_EXHAUSTED
+// without it (the caller holds too many streams) is thrown: retrying would not help.
 import grpc from '@grpc/grpc-js';
 
 import { eventFromPb } from './convert.js';
@@ -13,10 +16,23 @@ import { fromGrpcError } from './errors.js';
 /** Up to `attempts` reopenings in a row, waiting `firstMs` doubling to `maxMs` between them. */
 export const RESUME_POLICY = Object.freeze({ attempts: 30, firstMs: 100, maxMs: 2000 });
 
+/** The trailer of a Watch the daemon ended because its reader fell behind: the seq to resume after. */
+export const RESUME_AFTER = 'x-toolnexus-resume-after-seq';
+
+/** The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else null. */
+export function resumeAfter(err) {
+  if (err?.code !== grpc.status.RESOURCE_EXHAUSTED || typeof err.metadata?.get !== 'function') return null;
+  for (const value of err.metadata.get(RESUME_AFTER)) {
+    if (/^\d+$/.test(String(value))) return Number(value);
+  }
+  return null;
+}
+
 /**
- * A server stream opened again after UNAVAILABLE (RESUME_POLICY): where from is the subclass's
- * `openAgain()`, what a message becomes its `converted(message)`. `cancel()`, an aborted `signal`
- * or breaking out of the loop ends the call quietly.
+ * A server stream opened again after UNAVAILABLE (RESUME_POLICY; a subclass's `resumable(err)` may
+ * accept more): where from is the subclass's `openAgain()`, what a message becomes its
+ * `converted(message)`. `cancel()`, an aborted `signal` or breaking out of the loop ends the call
+ * quietly.
  */
 export class ReopeningStream {
   constructor(policy = RESUME_POLICY, what = 'a stream') {
@@ -73,9 +89,14 @@ export class ReopeningStream {
     }
   }
 
-  /** After UNAVAILABLE: wait, then open the stream again (`openAgain()`). */
+  /** Whether the stream `err` ended is opened again: UNAVAILABLE (a subclass adds more). */
+  resumable(err) {
+    return err?.code === grpc.status.UNAVAILABLE;
+  }
+
+  /** After a resumable end (`resumable(err)`): wait, then open the stream again (`openAgain()`). */
   async reopen(err) {
-    if (err?.code !== grpc.status.UNAVAILABLE || this.failures >= this.policy.attempts) return false;
+    if (!this.resumable(err) || this.failures >= this.policy.attempts) return false;
     const delay = Math.min(this.policy.maxMs, this.policy.firstMs * 2 ** this.failures);
     this.failures += 1;
     await new Promise((resolveWait) => {
@@ -119,5 +140,15 @@ export class EventStream extends ReopeningStream {
     const event = eventFromPb(message);
     if (event.seq) this.last = event.seq; // a live text delta has no seq
     return event;
+  }
+
+  /** UNAVAILABLE, or RESOURCE_EXHAUSTED naming the seq to resume after (the reader fell behind). */
+  resumable(err) {
+    const after = resumeAfter(err);
+    if (after !== null) { // every event up to it was sent (or filtered out): go on after it
+      this.last = Math.max(this.last, after);
+      return true;
+    }
+    return super.resumable(err);
   }
 }

@@ -1,10 +1,12 @@
 // Watch as an async iterator: the `pending` event with its Request, seq from 1 without gaps,
-// afterSeq replay, type and handle filters, and the three ways to end it.
+// afterSeq replay, type and handle filters, the three ways to end it, and a reader that fell
+// behind the live events (reopened after the seq the daemon names, not after the stream limit).
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
+import { ResourceExhausted, Runtime, agent, registry } from '../src/index.js';
 import { startDaemon } from './helpers/daemon.js';
-import { newRuntime, suspend } from './helpers/mock.js';
+import { completion, newRuntime, suspend } from './helpers/mock.js';
 
 let daemon;
 let rt;
@@ -94,5 +96,71 @@ describe('watch', () => {
     const stream = rt.watch();
     stream.call.cancel(); // not through stream.cancel(): looks like a failure of the call
     await assert.rejects(collect(stream, () => false), (err) => err.code === 'CANCELLED' && err.name === 'Cancelled');
+  });
+});
+
+/** A runtime whose agent `writer` answers every wake with `writer.text` (set it before a turn). */
+async function writerRuntime(target) {
+  const state = { text: 'ok' };
+  const transport = async () => ({ status: 200, body: completion({ role: 'assistant', content: state.text }, [1, 1, 2]) });
+  const writer = await Runtime.new({ target, registry: registry(agent('writer', { does: 'writes' })), transport });
+  return Object.assign(writer, { state });
+}
+
+/** `results` turns of new handles, each settling `done` with `size` bytes of text. */
+async function settle(writer, results, size) {
+  writer.state.text = 'x'.repeat(size);
+  for (let n = 0; n < results; n += 1) {
+    const h = await writer.spawn(writer.root, 'writer');
+    await writer.wake(h, 'go');
+    const result = await writer.wait(h, { timeoutMs: 30_000 });
+    assert.equal(result.status, 'done', JSON.stringify(result));
+  }
+}
+
+describe('a watch that fell behind', () => {
+  it('is reopened after the seq the daemon names: every seq once, in order', async () => {
+    const writer = await writerRuntime(daemon.target);
+    try {
+      await settle(writer, 1, 10);
+      const stream = writer.watch();
+      const events = stream[Symbol.asyncIterator]();
+      const seqs = [(await events.next()).value.seq]; // open, so subscribed to what follows
+      // 24 results of 900 kB not read meanwhile: far past the daemon's 8 MB queue for a reader
+      await settle(writer, 24, 900_000);
+      let results = 0;
+      while (results < 25) {
+        const { value, done } = await events.next();
+        assert.ok(!done, 'the stream ended early');
+        seqs.push(value.seq);
+        if (value.type === 'result') results += 1;
+      }
+      await events.return();
+      assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), 'every seq once, in order');
+      assert.ok(stream.reopened >= 1, 'the daemon did not end the stream: nothing was tested');
+    } finally {
+      await writer.shutdown();
+    }
+  });
+
+  it('a stream past the caller\'s limit (no seq to resume after) is thrown, not retried', async () => {
+    const limited = await startDaemon({ args: ['--max-watch-streams-per-caller', '1'] });
+    const writer = await writerRuntime(limited.target);
+    try {
+      await settle(writer, 1, 10);
+      const held = writer.watch();
+      const first = held[Symbol.asyncIterator]();
+      assert.equal((await first.next()).value.seq, 1); // holds the caller's one place
+      const refused = writer.watch();
+      const started = Date.now();
+      await assert.rejects(collect(refused, () => false), (err) => err instanceof ResourceExhausted
+        && /--max-watch-streams-per-caller/.test(err.message));
+      assert.equal(refused.reopened, 0);
+      assert.ok(Date.now() - started < 5_000, 'refused at once, not after a backoff');
+      await first.return();
+    } finally {
+      await writer.shutdown();
+      await limited.dispose();
+    }
   });
 });

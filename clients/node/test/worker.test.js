@@ -1,6 +1,7 @@
 // The worker stream against the real daemon: what tools and the transport return or throw, the
 // Context a tool sees, and a stream that breaks (daemon killed and restarted) and reconnects.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 
 import { Runtime, ToolResult, agent, registry, tool } from '../src/index.js';
@@ -84,6 +85,7 @@ describe('native tools', () => {
     assert.equal(seenCtx.answer, null);
     assert.ok(seenCtx.callId);
     assert.ok(seenCtx.signal instanceof AbortSignal);
+    assert.equal(seenCtx.traceparent, '', 'no trace context while the daemon does not trace');
   });
 
   it('a resumed tool sees the Answer, with its data, in ctx.answer', async () => {
@@ -274,6 +276,48 @@ describe('watch across a restart', () => {
       rt?.detach();
       await second?.stop();
       await first.dispose();
+    }
+  });
+});
+
+describe('trace context', () => {
+  // an OTLP/HTTP sink on 127.0.0.1 for the daemon's spans: each export answered 200 (an empty
+  // ExportTraceServiceResponse), the spans themselves not read here
+  let sink;
+  let traced;
+  before(async () => {
+    sink = createServer((req, res) => { req.resume(); req.on('end', () => res.end()); });
+    await new Promise((r) => sink.listen(0, '127.0.0.1', r));
+    traced = await startDaemon({ args: ['--otlp-endpoint', `http://127.0.0.1:${sink.address().port}`] });
+  });
+  after(async () => {
+    await traced?.dispose();
+    sink?.close();
+  });
+
+  it('a tool sees the traceparent of its call\'s span, in the trace of the turn\'s model calls', async () => {
+    const W3C = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+    let seen = null;
+    const lookup = tool('lookup', (args, ctx) => { seen = ctx.traceparent; return 'found'; },
+      { inputSchema: { type: 'object', properties: {} } });
+    const modelSeen = [];
+    const transport = mockTransportFor('lookup');
+    const rt = await Runtime.new({ target: traced.target, registry: registry(agent('a', { uses: { tools: [lookup] } })),
+      transport: (request) => { modelSeen.push(request.traceparent); return transport(request); }, logger: quiet().logger });
+    try {
+      const h = await rt.spawn(rt.root, 'a');
+      await rt.wake(h, 'go');
+      assert.equal((await rt.wait(h, { timeoutMs: 15_000 })).text, 'found');
+    } finally {
+      await rt.shutdown();
+    }
+    const [, traceId, spanId] = W3C.exec(seen ?? '') ?? [];
+    assert.ok(traceId, `a W3C traceparent: ${seen}`);
+    assert.equal(modelSeen.length, 2);
+    for (const parent of modelSeen) {
+      const [, modelTrace, modelSpan] = W3C.exec(parent ?? '') ?? [];
+      assert.equal(modelTrace, traceId, `the model call ${parent} is in the tool's trace ${seen}`);
+      assert.notEqual(modelSpan, spanId, 'each call its own span');
     }
   });
 });

@@ -173,7 +173,7 @@ def context_from_call(runtime_id: str, call: pb.ToolCall) -> tuple[JSON, Context
     """The arguments and Context a native tool is invoked with."""
     answer = answer_from_pb(call.answer) if call.HasField("answer") else None
     ctx = Context(call_id=call.call_id, handle=call.handle, runtime_id=runtime_id, tool=call.tool,
-                  answer=answer, action_id=call.action_id or call.call_id)
+                  answer=answer, action_id=call.action_id or call.call_id, traceparent=call.traceparent)
     return dict_from(call.arguments), ctx
 
 

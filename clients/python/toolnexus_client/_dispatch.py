@@ -16,7 +16,8 @@ from typing import Any
 from ._types import JSON, Answer, Request, ToolResult
 
 Transport = Callable[[JSON], Mapping[str, Any]]
-"""A model transport: ``transport({"body": request})`` → ``{"status", "headers", "body"}``."""
+"""A model transport: ``transport({"body": request})`` → ``{"status", "headers", "body"}``; the
+request also has ``"traceparent"`` (the call's W3C trace context) when the daemon traces."""
 
 Resolver = Callable[[Request], "Answer | Mapping[str, Any]"]
 """Answers a ``wait_for`` suspension inline: ``wait_for(request)`` → Answer (or its dict)."""

@@ -117,7 +117,11 @@ class Context:
 
     ``action_id`` is the same for every invocation of one call and different for every other call:
     build request ids from it (``id=f"approve:{ctx.action_id}"``) so each action asks its own
-    question; a request id is single-use within a runtime."""
+    question; a request id is single-use within a runtime.
+
+    ``traceparent`` is the W3C trace context of the call's ``execute_tool`` span when the daemon
+    traces (``--otlp-endpoint``), else "": start the tool's own spans under it to join the
+    agent's trace."""
 
     call_id: str
     handle: str
@@ -125,6 +129,7 @@ class Context:
     tool: str
     answer: Answer | None = None
     action_id: str = ""
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

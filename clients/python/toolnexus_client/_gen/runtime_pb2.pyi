@@ -2096,6 +2096,7 @@ class ToolCall(_message.Message):
     ARGUMENTS_FIELD_NUMBER: _builtins.int
     ANSWER_FIELD_NUMBER: _builtins.int
     ACTION_ID_FIELD_NUMBER: _builtins.int
+    TRACEPARENT_FIELD_NUMBER: _builtins.int
     call_id: _builtins.str
     handle: _builtins.str
     tool: _builtins.str
@@ -2103,6 +2104,11 @@ class ToolCall(_message.Message):
     """The action this call performs: stable across the re-invocations of one call (call_id gets a
     new attempt suffix on each), different for every other call. Build request ids from it, so
     each action asks its own question and a declined re-invocation repeats the same one.
+    """
+    traceparent: _builtins.str
+    """The W3C trace context of this call's execute_tool span when the daemon traces (the value an
+    http tool sends as its traceparent header); "" when tracing is off. Start the tool's own
+    spans under it to join the agent's trace.
     """
     @_builtins.property
     def arguments(self) -> _struct_pb2.Struct: ...
@@ -2117,10 +2123,11 @@ class ToolCall(_message.Message):
         arguments: _struct_pb2.Struct | None = ...,
         answer: Global___Answer | None = ...,
         action_id: _builtins.str = ...,
+        traceparent: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["answer", b"answer", "arguments", b"arguments"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "answer", b"answer", "arguments", b"arguments", "call_id", b"call_id", "handle", b"handle", "tool", b"tool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_id", b"action_id", "answer", b"answer", "arguments", b"arguments", "call_id", b"call_id", "handle", b"handle", "tool", b"tool", "traceparent", b"traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2133,8 +2140,13 @@ class LlmCall(_message.Message):
     CALL_ID_FIELD_NUMBER: _builtins.int
     HANDLE_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
+    TRACEPARENT_FIELD_NUMBER: _builtins.int
     call_id: _builtins.str
     handle: _builtins.str
+    traceparent: _builtins.str
+    """The W3C trace context of this call's chat span when the daemon traces (the value the HTTP
+    model styles send as their traceparent header); "" when tracing is off.
+    """
     @_builtins.property
     def body(self) -> _struct_pb2.Struct:
         """The chat-completion request body (OpenAI shape)."""
@@ -2145,10 +2157,11 @@ class LlmCall(_message.Message):
         call_id: _builtins.str = ...,
         handle: _builtins.str = ...,
         body: _struct_pb2.Struct | None = ...,
+        traceparent: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "call_id", b"call_id", "handle", b"handle"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "call_id", b"call_id", "handle", b"handle", "traceparent", b"traceparent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -65,7 +65,10 @@ async def run_llm(transport: AsyncTransport | None, call: pb.LlmCall) -> pb.LlmR
     if transport is None:
         return pb.LlmReply(call_id=call.call_id, error="this worker has no model transport")
     try:
-        status, body = reply_parts(await call_user(transport, {"body": convert.dict_from(call.body)}))
+        request: JSON = {"body": convert.dict_from(call.body)}
+        if call.traceparent:  # the call's chat span, when the daemon traces
+            request["traceparent"] = call.traceparent
+        status, body = reply_parts(await call_user(transport, request))
         return pb.LlmReply(call_id=call.call_id, status=status, body=convert.struct_from(body))
     except Exception as exc:
         log.warning("model transport raised %s", type(exc).__name__)
