@@ -28,8 +28,9 @@ read of the open suspensions per tick while somebody does.
 A new watcher gets the set as it stands (ADDED each, oldest first), then
 SYNCED, then changes. Each watcher has a backlog bounded by count and by bytes:
 one that falls ``WATCH_BACKLOG`` changes or ``WATCH_BACKLOG_BYTES`` behind is
-ended with RESOURCE_EXHAUSTED instead of holding memory for it, and its
-reconnect starts over with the full list.
+ended with RESOURCE_EXHAUSTED instead of holding memory for it (``FellBehind``,
+which the servicer marks with the ``x-toolnexus-relist`` trailer so that a client can
+tell it from a refusal), and its reconnect starts over with the full list.
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ log = logging.getLogger("toolnexus_daemon.api")
 CLUSTER_POLL_S = 0.5
 WATCH_BACKLOG = 10_000
 WATCH_BACKLOG_BYTES = 8 << 20  # a change carries a prompt and data of up to hundreds of KB
+# the trailer of a WatchPending ended for falling behind: open it again, from the full list
+RELIST_HEADER = "x-toolnexus-relist"
 _CHANGING = {EventType.PENDING, EventType.RESUMED, EventType.CLOSED, EventType.TRANSITION}
+
+
+class FellBehind(ResourceExhausted):
+    """A watcher whose backlog overflowed: it starts over with the full list (a list-watch has no
+    position to resume from)."""
 
 
 @dataclass(eq=False)
@@ -95,7 +103,7 @@ class Watcher:
             await self.ready.wait()
             self.ready.clear()
             if self.overflowed:
-                raise ResourceExhausted(f"this watcher fell more than {WATCH_BACKLOG} changes or "
+                raise FellBehind(f"this watcher fell more than {WATCH_BACKLOG} changes or "
                                         f"{WATCH_BACKLOG_BYTES >> 20} MB behind; WatchPending again "
                                         "(it starts over with the full list)")
             while self.backlog:

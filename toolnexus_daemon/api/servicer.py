@@ -37,7 +37,8 @@ from .forward import Forwarder
 from .info import DaemonFacts, cluster_nodes, info_response
 from .keys import open_for_answer, open_runtime, presented_key
 from .limits import check_prompt, check_wait_ms
-from .pending_watch import CLUSTER_POLL_S, PendingHub, watch
+from .pending_watch import CLUSTER_POLL_S, RELIST_HEADER, PendingHub, watch
+from .pending_watch import FellBehind as PendingFellBehind
 from .status import Ctx, streaming, unary
 from .stream_limit import StreamLimit
 from .worker_channel import serve_worker
@@ -386,6 +387,9 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
             try:
                 async for change in changes:
                     yield change
+            except PendingFellBehind:
+                context.set_trailing_metadata(((RELIST_HEADER, "1"),))
+                raise
             finally:
                 await changes.aclose()
 

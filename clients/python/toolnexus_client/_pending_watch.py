@@ -3,7 +3,8 @@
 The stream is a list-watch (docs/protocol.md §10): an ``ADDED`` for every open
 suspension, one ``SYNCED``, then ``ADDED`` / ``REMOVED`` as they change. There is
 no sequence number to resume from, so a stream the daemon ends with UNAVAILABLE
-(a restart, a shutdown, a cluster move) is opened again from the start, with
+(a restart, a shutdown, a cluster move), or with RESOURCE_EXHAUSTED because the reader
+fell behind (the ``x-toolnexus-relist`` trailer), is opened again from the start, with
 the backoff of ``ResumePolicy``: the full list arrives again, followed by a new
 ``SYNCED``, and a consumer keeping a set of open requests rebuilds it from the
 ``ADDED`` between reopening and ``SYNCED`` (``reopened`` counts the reopenings).
