@@ -646,7 +646,8 @@ export interface DaemonOptions {
   channelOptions?: ChannelOptions;
 }
 
-/** The open suspensions, then live changes; reopened from the full list after UNAVAILABLE. */
+/** The open suspensions, then live changes; reopened from the full list after UNAVAILABLE, or when
+ * the daemon ended it because the reader fell behind (RESOURCE_EXHAUSTED with x-toolnexus-relist). */
 export declare class PendingStream implements AsyncIterable<PendingChange> {
   [Symbol.asyncIterator](): AsyncGenerator<PendingChange, void, undefined>;
   /** How many times the stream was reopened (each reopening starts with the full list). */

@@ -7,9 +7,12 @@ import { after, before, describe, it } from 'node:test';
 
 import grpc from '@grpc/grpc-js';
 
-import { Daemon, InvalidArgument, PendingChangeType, loadContract } from '../src/index.js';
+import {
+  Daemon, InvalidArgument, PendingChangeType, ResourceExhausted, Runtime, ToolResult, agent, loadContract, registry,
+  tool,
+} from '../src/index.js';
 import { startDaemon } from './helpers/daemon.js';
-import { newRuntime, suspend } from './helpers/mock.js';
+import { mockTransportFor, newRuntime, suspend } from './helpers/mock.js';
 
 const item = (n) => ({
   request: { id: `req-${n}`, kind: 'approval', prompt: `ok ${n}?` }, runtime_id: 'rt-1', handle: `root/a.${n}`,
@@ -202,6 +205,67 @@ describe('Daemon against the real daemon', () => {
     } finally {
       d.close();
       await rt.shutdown();
+    }
+  });
+});
+
+describe('a pending watcher that fell behind', () => {
+  // each open suspension carries ~310 kB (the default bounds: 64 kB of prompt, 256 kB of data), so
+  // 70 of them are well past the 8 MB a watcher may fall behind plus what the transport buffers
+  const SUSPENSIONS = 70;
+  let daemon;
+  before(async () => { daemon = await startDaemon({ args: ['--max-watch-streams-per-caller', '2'] }); });
+  after(async () => { await daemon?.dispose(); });
+
+  const ask = tool('ask', async () => ToolResult.suspend({
+    kind: 'input', prompt: 'p'.repeat(60_000), data: { blob: 'y'.repeat(250_000) } }),
+  { inputSchema: { type: 'object', properties: {} } });
+  const asker = () => Runtime.new({ target: daemon.target, transport: mockTransportFor('ask'),
+    registry: registry(agent('asker', { does: 'asks', uses: { tools: [ask] } })) });
+
+  it('starts over with the full list: every open request listed again, then SYNCED', async () => {
+    const d = new Daemon({ target: daemon.target });
+    const rt = await asker();
+    try {
+      const stream = d.watchPending({ runtimeId: rt.id });
+      const changes = stream[Symbol.asyncIterator]();
+      assert.equal((await changes.next()).value.type, 'SYNCED');
+      const ids = new Set();
+      for (let n = 0; n < SUSPENSIONS; n += 1) { // not read meanwhile
+        const h = await rt.spawn(rt.root, 'asker');
+        await rt.wake(h, 'go');
+        ids.add((await rt.wait(h, { timeoutMs: 30_000 })).pending.id);
+      }
+      const listed = new Set();
+      for (;;) {
+        const { value, done } = await changes.next();
+        assert.ok(!done, 'the stream ended before it was listed again');
+        if (stream.reopened === 0) continue;
+        if (value.type === 'SYNCED') break;
+        assert.equal(value.type, 'ADDED');
+        listed.add(value.item.request.id);
+      }
+      await changes.return();
+      assert.equal(stream.reopened, 1);
+      assert.deepEqual([...listed].sort(), [...ids].sort());
+    } finally {
+      d.close();
+      await rt.shutdown();
+    }
+  });
+
+  it('a stream past the caller\'s limit (no relist trailer) is thrown, not retried', async () => {
+    const d = new Daemon({ target: daemon.target });
+    try {
+      const held = [d.watchPending(), d.watchPending()].map((s) => s[Symbol.asyncIterator]());
+      for (const h of held) assert.equal((await h.next()).value.type, 'SYNCED');
+      const refused = d.watchPending();
+      await assert.rejects((async () => { for await (const _ of refused) { /* none */ } })(),
+        (err) => err instanceof ResourceExhausted && /--max-watch-streams-per-caller/.test(err.message));
+      assert.equal(refused.reopened, 0);
+      for (const h of held) await h.return();
+    } finally {
+      d.close();
     }
   });
 });
