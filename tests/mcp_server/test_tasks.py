@@ -15,6 +15,8 @@ from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import ScriptedModelServer
 from toolnexus_devtools.model_server import Reply, chat_response
 
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
 
 async def _create(session: ClientSession, tool: str, prompt: str) -> types.Task:
     task: types.Task = await call_as_task(session, tool, prompt)
@@ -76,6 +78,23 @@ async def test_a_suspended_task_survives_kill_9_and_is_answered_through_tasks_re
     assert asked == ["approve?"]
     assert (result.is_error, result.structured_content["text"]) == (False, "action performed")
     assert done.status == "completed"
+
+
+async def test_an_elicitation_sent_during_tasks_result_names_its_task(served: McpDaemon) -> None:
+    """The specification: a request a task depends on carries ``_meta`` related-task with the
+    task's id; the SDK client hands the request's ``_meta`` to the elicitation callback."""
+    metas: list[Any] = []
+
+    async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        metas.append(ctx.meta)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp_session(served.url, elicitation_callback=elicit) as session:
+        task = await _create(session, "approver", "do the thing")
+        await _until(session, task.task_id, "input_required")
+        result = await _result(session, task.task_id)
+    assert result.structured_content["text"] == "action performed"
+    assert metas == [{RELATED_TASK: {"taskId": task.task_id}}]
 
 
 async def test_a_cancelled_task_interrupts_and_closes_its_handle(served: McpDaemon) -> None:

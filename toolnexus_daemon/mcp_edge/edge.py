@@ -23,10 +23,9 @@ from ..errors import DaemonError, InvalidArgument, NotFound
 from ..model import Status, TaskResult
 from . import runs, tasks
 from .exposed import PROMPT_SCHEMA, RESULT_SCHEMA, Exposure, Offered
-from .runs import Run
+from .runs import RELATED_TASK, Run
 from .verbs import Remote, Verbs
 
-RELATED_TASK = "io.modelcontextprotocol/related-task"
 PAGE = 100
 RECOVERING = "the daemon is recovering its runtimes; retry shortly"
 Ctx = ServerRequestContext[Any, Any]
@@ -111,7 +110,7 @@ class Edge:
         """What the ``tools/call`` would have answered, once the task is done (asking the client,
         when it declared elicitation, while the agent waits for an answer)."""
         run = self._run_of(task_id)
-        result = await self._settle(run, runs.asking(ctx.session, ctx.request_id))
+        result = await self._settle(run, runs.asking(ctx.session, ctx.request_id, task_id))
         out = tool_result(run, result).model_dump(by_alias=True, mode="json", exclude_none=True)
         out["_meta"] = {**out.get("_meta", {}), RELATED_TASK: {"taskId": task_id}}
         return out
