@@ -178,12 +178,13 @@ async def follow(engine: Engine, run: Run, session: ServerSession, after_seq: in
     rt = await engine.open(run.runtime_id)
     await rt.fetch(run.handle)  # parked on disk: read off the event loop
     count = 0
-    async for event in _events(rt.watch(after_seq, PROGRESS_EVENTS, run.handle)):
+    async for event in closing(rt.watch(after_seq, PROGRESS_EVENTS, run.handle)):
         count += 1
         await session.report_progress(count, None, event.note or str(event.type))
 
 
-async def _events(events: Any) -> AsyncIterator[Any]:
+async def closing(events: Any) -> AsyncIterator[Any]:
+    """``events`` (an engine watch), closed however the reader stops (its subscription ends)."""
     try:
         async for event in events:
             yield event
