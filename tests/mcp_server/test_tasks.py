@@ -200,3 +200,15 @@ async def test_a_session_that_ends_leaves_no_status_follower(served: McpDaemon) 
     assert await _until_ended(served, task.task_id) == ["the session ended"]
     async with mcp_session(served.url) as session:
         assert (await _get(session, task.task_id)).status == "input_required"  # the task itself stays
+
+
+async def test_a_cancelled_task_is_sent_as_cancelled(served: McpDaemon) -> None:
+    statuses: list[types.TaskStatusNotificationParams] = []
+    async with mcp_session(served.url, notification_bindings=[_collecting(statuses)]) as session:
+        task = await _create(session, "approver", "do the thing")
+        await _until(session, task.task_id, "input_required")
+        cancel = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task.task_id))
+        await session.send_request(cancel, types.CancelTaskResult)
+        await _seen(statuses, "cancelled")
+    assert statuses[-1].status == "cancelled"
+    assert await _until_ended(served, task.task_id) == ["the task is cancelled"]

@@ -94,20 +94,17 @@ class StatusFollowers:
         try:
             rt = await self._engine.open(run.runtime_id)
             await rt.fetch(run.handle)  # parked on disk: read off the event loop
-            view, last = view_of(rt.snapshot(run.handle)), "working"  # what the task began as
+            tracker = Tracker(run, view_of(rt.snapshot(run.handle)))
             async for event in closing(rt.watch(after_seq, STATUS_EVENTS, run.handle)):
-                view = seen(view, event)
-                if event.type is EventType.TRANSITION and HandleState(event.to_state) in UNDECIDED:
-                    continue
-                task = tasks.task_of(run, view, _at(event))
-                if task.status == last:
+                task = tracker.step(event)
+                if task is None:
                     continue
                 params = types.TaskStatusNotificationParams(**task.model_dump())
                 # the SDK leaves TaskStatusNotification out of its ServerNotification union (types only)
                 await session.send_notification(StatusNotification(params=params))  # type: ignore[arg-type]
-                last, sent = task.status, sent + 1
-                if last in TERMINAL:
-                    why = f"the task is {last}"
+                sent += 1
+                if task.status in TERMINAL:
+                    why = f"the task is {task.status}"
                     return
         except asyncio.CancelledError as exc:
             why = str(exc.args[0]) if exc.args else "cancelled"
@@ -117,6 +114,26 @@ class StatusFollowers:
         finally:
             log.info("mcp task status follower ended",
                      extra={"task": tasks.task_id(run), "why": why, "notifications": sent})
+
+
+class Tracker:
+    """A task's status, read from its handle's events one by one."""
+
+    def __init__(self, run: Run, view: View) -> None:
+        self._run = run
+        self._view = view
+        self._last: types.TaskStatus = "working"  # what every task begins as
+
+    def step(self, event: Event) -> types.Task | None:
+        """The task after ``event`` when its status changed with it, else None."""
+        self._view = seen(self._view, event)
+        if event.type is EventType.TRANSITION and HandleState(event.to_state) in UNDECIDED:
+            return None
+        task = tasks.task_of(self._run, self._view, _at(event))
+        if task.status == self._last:
+            return None
+        self._last = task.status
+        return task
 
 
 def seen(view: View, event: Event) -> View:
