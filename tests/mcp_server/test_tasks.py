@@ -212,3 +212,14 @@ async def test_a_cancelled_task_is_sent_as_cancelled(served: McpDaemon) -> None:
         await _seen(statuses, "cancelled")
     assert statuses[-1].status == "cancelled"
     assert await _until_ended(served, task.task_id) == ["the task is cancelled"]
+
+
+async def test_a_daemon_stopping_under_a_followed_task_exits_cleanly(served: McpDaemon) -> None:
+    statuses: list[types.TaskStatusNotificationParams] = []
+    async with mcp_session(served.url, notification_bindings=[_collecting(statuses)]) as session:
+        task = await _create(session, "approver", "do the thing")
+        await _until(session, task.task_id, "input_required")
+        code = await asyncio.to_thread(served.daemon.stop, 30.0)  # the session is still open
+        assert code == 0, served.daemon.logs()
+    assert _follower_ended(served, task.task_id) in (["the session ended"], ["the MCP listener closed"])
+    served.daemon.start()  # the fixture stops it again
