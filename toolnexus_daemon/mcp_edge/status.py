@@ -111,6 +111,8 @@ class StatusFollowers:
             raise
         except DaemonError as exc:  # moved to another daemon, events no longer retained, fell behind
             why = str(exc)
+        except Exception as exc:  # a notification is advisory: its failure ends the follower, nothing else
+            why = f"failed: {exc!r}"
         finally:
             log.info("mcp task status follower ended",
                      extra={"task": tasks.task_id(run), "why": why, "notifications": sent})
