@@ -39,9 +39,11 @@ async def test_a_call_runs_the_agent_under_root_and_returns_its_text(served: Mcp
 
 async def test_a_suspension_is_asked_through_elicitation_and_the_reply_resumes_it(served: McpDaemon) -> None:
     asked: list[types.ElicitRequestParams] = []
+    metas: list[Any] = []
 
     async def elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
+        metas.append(ctx.meta)
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async with mcp_session(served.url, elicitation_callback=elicit) as session:
@@ -51,6 +53,7 @@ async def test_a_suspension_is_asked_through_elicitation_and_the_reply_resumes_i
     assert len(asked) == 1 and asked[0].message == "approve?"
     assert isinstance(asked[0], types.ElicitRequestFormParams)
     assert "approve" in asked[0].requested_schema["properties"]
+    assert metas == [None]  # a plain call has no task to relate the question to
 
 
 async def test_a_declined_elicitation_resumes_with_a_decline(served: McpDaemon) -> None:

@@ -23,10 +23,10 @@ from ..errors import DaemonError, InvalidArgument, NotFound
 from ..model import Status, TaskResult
 from . import runs, tasks
 from .exposed import PROMPT_SCHEMA, RESULT_SCHEMA, Exposure, Offered
-from .runs import Run
+from .runs import RELATED_TASK, Run
+from .status import StatusFollowers
 from .verbs import Remote, Verbs
 
-RELATED_TASK = "io.modelcontextprotocol/related-task"
 PAGE = 100
 RECOVERING = "the daemon is recovering its runtimes; retry shortly"
 Ctx = ServerRequestContext[Any, Any]
@@ -41,6 +41,7 @@ class Edge:
         self._verbs = Verbs(engine, remote)
         self.exposure = Exposure(self._verbs, exposed)
         self._ready = ready
+        self.followers = StatusFollowers(engine)
 
     # ------------------------------------------------------------------ tools
 
@@ -100,7 +101,9 @@ class Edge:
     async def create_task(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CreateTaskResult:
         """A task-augmented ``tools/call``: the run starts and its task comes back at once."""
         offered, prompt = await self._called(params.name, params.arguments)
-        run, _ = await self._start(offered, prompt)
+        run, seq = await self._start(offered, prompt)
+        if seq is not None:  # held here: its status changes are sent to this session as they happen
+            self.followers.start(run, ctx.session, seq)
         return types.CreateTaskResult(task=await self._task(run))
 
     async def get_task(self, ctx: Ctx, task_id: str) -> types.GetTaskResult:
@@ -111,7 +114,7 @@ class Edge:
         """What the ``tools/call`` would have answered, once the task is done (asking the client,
         when it declared elicitation, while the agent waits for an answer)."""
         run = self._run_of(task_id)
-        result = await self._settle(run, runs.asking(ctx.session, ctx.request_id))
+        result = await self._settle(run, runs.asking(ctx.session, ctx.request_id, task_id))
         out = tool_result(run, result).model_dump(by_alias=True, mode="json", exclude_none=True)
         out["_meta"] = {**out.get("_meta", {}), RELATED_TASK: {"taskId": task_id}}
         return out
@@ -155,6 +158,10 @@ class Edge:
             return tasks.run_of(task_id, self.exposure.runtime_ids)
         except InvalidArgument as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
+
+    async def close(self) -> None:
+        """Stop what outlives a request: the tasks' status followers."""
+        await self.followers.close()
 
     def _require_ready(self) -> None:
         if not self._ready():

@@ -5,9 +5,10 @@ Settling waits for the handle's next result. When the agent suspends and the cli
 elicitation, the suspension's Request is asked on the open call (``elicitation/create``): URL
 mode with the answer link for an ``authorization`` request the client can open (the link answers
 it), form mode otherwise (an ``approve`` boolean plus the Request's data schema when it carries
-one); the reply becomes the ``Resume``. A client without elicitation gets the pending status as the
-result. Either way the suspension is durable: a client that goes away leaves it answerable by
-``Resume``, the CLI, ``ListPending`` or its link.
+one); the reply becomes the ``Resume``. Asked while serving ``tasks/result``, the question
+carries the task's id in ``_meta`` (``io.modelcontextprotocol/related-task``). A client without
+elicitation gets the pending status as the result. Either way the suspension is durable: a client
+that goes away leaves it answerable by ``Resume``, the CLI, ``ListPending`` or its link.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.session import ServerSession
+from mcp.shared.message import ServerMessageMetadata
 
 from ..engine.verbs.engine import Engine
 from ..errors import DaemonError
@@ -29,6 +31,7 @@ from .verbs import Verbs
 
 log = logging.getLogger("toolnexus_daemon.mcp")
 
+RELATED_TASK = "io.modelcontextprotocol/related-task"
 # a client that keeps answering with what the agent refuses is asked this many times, then told
 MAX_ASKS = 8
 PROGRESS_EVENTS = frozenset({EventType.MODEL_CALL, EventType.TOOL_CALL})
@@ -52,9 +55,10 @@ class Asking:
     related_request_id: types.RequestId | None = None
     form: bool = False
     url: bool = False
+    task_id: str | None = None  # asked while serving tasks/result: the task each question belongs to
 
 
-def asking(session: ServerSession, request_id: types.RequestId | None) -> Asking:
+def asking(session: ServerSession, request_id: types.RequestId | None, task_id: str | None = None) -> Asking:
     """What ``session``'s client declared: elicitation in form mode, URL mode, or neither."""
     caps = session.client_capabilities
     elicitation = caps.elicitation if caps is not None else None
@@ -62,7 +66,7 @@ def asking(session: ServerSession, request_id: types.RequestId | None) -> Asking
         return Asking(None)
     # a client that declared elicitation with no mode supports form mode (the specification's default)
     form = elicitation.form is not None or elicitation.url is None
-    return Asking(session, request_id, form, elicitation.url is not None)
+    return Asking(session, request_id, form, elicitation.url is not None, task_id)
 
 
 async def start(verbs: Verbs, offered: Offered, prompt: str) -> Run:
@@ -85,13 +89,15 @@ async def _asked(verbs: Verbs, run: Run, request: Request, ask: Asking) -> TaskR
     assert ask.session is not None
     link = request.answer_url if request.kind == "authorization" else None
     if link and ask.url:
-        reply = await ask.session.elicit_url(request.prompt, link, request.id, ask.related_request_id)
+        reply = await _elicit(ask, types.ElicitRequestURLParams(
+            message=request.prompt, url=link, elicitation_id=request.id, _meta=_related(ask)))
         if reply.action == "accept":  # the user answers on the link's page: wait for that answer
             await _answered(verbs, run, request.id)
             return await verbs.wait(run.runtime_id, run.handle)
         answer = _refusal(request, reply.action)
     elif ask.form:
-        reply = await ask.session.elicit_form(request.prompt, _form(request), ask.related_request_id)
+        reply = await _elicit(ask, types.ElicitRequestFormParams(
+            message=request.prompt, requested_schema=_form(request), _meta=_related(ask)))
         answer = _answer(request, reply)
     else:  # URL mode only, and no link to send: the pending result says how to answer
         return await verbs.wait(run.runtime_id, run.handle)
@@ -101,6 +107,23 @@ async def _asked(verbs: Verbs, run: Run, request: Request, ask: Asking) -> TaskR
         log.info("mcp answer refused", extra={"runtime": run.runtime_id, "request": answer.id,
                                               "error": str(exc)})
     return await verbs.wait(run.runtime_id, run.handle)
+
+
+async def _elicit(ask: Asking, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """``elicitation/create`` on the open request's stream — what the session's ``elicit_form`` and
+    ``elicit_url`` send, with the request's ``_meta`` they cannot carry."""
+    assert ask.session is not None
+    return await ask.session.send_request(
+        types.ElicitRequest(params=params), types.ElicitResult,
+        metadata=ServerMessageMetadata(related_request_id=ask.related_request_id))
+
+
+def _related(ask: Asking) -> types.RequestParamsMeta | None:
+    """A question asked for a task names it (the specification's related-task ``_meta``)."""
+    if ask.task_id is None:
+        return None
+    related = types.RelatedTaskMetadata(task_id=ask.task_id).model_dump(by_alias=True)
+    return cast(types.RequestParamsMeta, {RELATED_TASK: related})
 
 
 async def _answered(verbs: Verbs, run: Run, request_id: str) -> None:
@@ -155,12 +178,13 @@ async def follow(engine: Engine, run: Run, session: ServerSession, after_seq: in
     rt = await engine.open(run.runtime_id)
     await rt.fetch(run.handle)  # parked on disk: read off the event loop
     count = 0
-    async for event in _events(rt.watch(after_seq, PROGRESS_EVENTS, run.handle)):
+    async for event in closing(rt.watch(after_seq, PROGRESS_EVENTS, run.handle)):
         count += 1
         await session.report_progress(count, None, event.note or str(event.type))
 
 
-async def _events(events: Any) -> AsyncIterator[Any]:
+async def closing(events: Any) -> AsyncIterator[Any]:
+    """``events`` (an engine watch), closed however the reader stops (its subscription ends)."""
     try:
         async for event in events:
             yield event

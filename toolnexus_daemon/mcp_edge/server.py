@@ -101,6 +101,7 @@ class McpListener:
         self._stop.set()
         if self._running is not None:
             await self._running
+        await self.edge.close()
 
 
 def _ssl(tls: Tls | None) -> ssl.SSLContext | None:
