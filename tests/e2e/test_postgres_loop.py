@@ -54,18 +54,38 @@ def _timed(call: Callable[[], object]) -> float:
     return time.monotonic() - started
 
 
-def _call(stub: pb_grpc.AgentRuntimeStub, verb: str, rid: str, handle: str, model_url: str) -> grpc.Future:
+def _call(stub: pb_grpc.AgentRuntimeStub, verb: str, rid: str, handle: str, request_id: str,
+          model_url: str) -> grpc.Future:
     """``verb`` started on ``handle`` (parked on disk), or New of a runtime id never used."""
     if verb == "New":
         agent = pb.AgentDef(name="helper", does="helps", soul="You help.")
         return stub.New.future(pb.NewRequest(runtime_id=f"{rid}-fresh", agents=[agent],
                                              llm=openai_llm(model_url)), timeout=30)
-    request = {"Snapshot": pb.SnapshotRequest, "Wait": pb.WaitRequest, "Close": pb.CloseRequest}[verb]
+    if verb == "Resume":
+        return stub.Resume.future(pb.ResumeRequest(runtime_id=rid, handle=handle, no_wait=True,
+                                                   answer=pb.Answer(id=request_id, ok=True)), timeout=30)
+    if verb == "Post":
+        return stub.Post.future(pb.PostRequest(runtime_id=rid, handle=handle,
+                                               item=pb.InboxItem(text="hello")), timeout=30)
+    if verb == "Spawn":
+        return stub.Spawn.future(pb.SpawnRequest(runtime_id=rid, parent=handle, agent="operator"), timeout=30)
+    if verb == "List":
+        return stub.List.future(pb.ListRequest(runtime_id=rid), timeout=30)
+    if verb == "Shutdown":
+        return stub.Shutdown.future(pb.ShutdownRequest(runtime_id=rid), timeout=30)
+    if verb == "ListPending":
+        return stub.ListPending.future(pb.ListPendingRequest(runtime_id=rid), timeout=30)
+    request = {"Snapshot": pb.SnapshotRequest, "Wait": pb.WaitRequest, "Close": pb.CloseRequest,
+               "Interrupt": pb.InterruptRequest}[verb]
     return getattr(stub, verb).future(request(runtime_id=rid, handle=handle), timeout=30)
 
 
 # the verb, and the table whose lock its reads wait on
-CASES = [("Snapshot", "tn_handles"), ("Wait", "tn_handles"), ("Close", "tn_handles"), ("New", "tn_events")]
+CASES = [("Snapshot", "tn_handles"), ("Wait", "tn_handles"), ("Close", "tn_handles"), ("New", "tn_events"),
+         ("Interrupt", "tn_handles"), ("Resume", "tn_handles"), ("Post", "tn_handles"),
+         ("Spawn", "tn_handles"), ("List", "tn_handles"), ("ListPending", "tn_handles"),
+         ("List", "tn_messages"), ("Shutdown", "tn_messages"), ("Interrupt", "tn_requests"),
+         ("Close", "tn_requests"), ("Resume", "tn_requests")]
 
 
 @pytest.mark.parametrize(("verb", "table"), CASES)
@@ -73,7 +93,7 @@ def test_a_read_waiting_on_the_database_does_not_stall_other_calls(
         pg_daemon: DaemonProcess, pg_dsn: str, tmp_path: Path, model_server: ScriptedModelServer,
         verb: str, table: str) -> None:
     rt = connect(pg_daemon.target, "openai", model_server.url)
-    handle, _ = suspend(rt)
+    handle, request_id = suspend(rt)
     rid = rt.id
     rt.detach()
     pg_daemon.restart()  # the suspended handle is parked on disk now: the next call naming it reads it
@@ -82,7 +102,7 @@ def test_a_read_waiting_on_the_database_does_not_stall_other_calls(
         stub = pb_grpc.AgentRuntimeStub(channel)
         health = health_pb2_grpc.HealthStub(channel)
         locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # held until the rollback
-        blocked = _call(stub, verb, rid, handle, model_server.url)
+        blocked = _call(stub, verb, rid, handle, request_id, model_server.url)
         try:
             _until(lambda: _waiting_on_lock(pg_dsn, table))
             assert not blocked.done()

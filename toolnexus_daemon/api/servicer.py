@@ -319,7 +319,7 @@ class AgentRuntimeServicer(pb_grpc.AgentRuntimeServicer):  # the generated base:
                    context: Ctx[pb.ListRequest, pb.ListResponse]) -> pb.ListResponse:
         rt = await self._runtime(request.runtime_id, context)
         await rt.durable()
-        snaps = [convert.snapshot_to(h, rt.definition_changed(h)) for h in rt.list()]
+        snaps = [convert.snapshot_to(h, rt.definition_changed(h)) for h in await rt.fetch_all()]
         return pb.ListResponse(handles=fit_snapshots(snaps, self.facts.limits.max_message_bytes))
 
     @unary

@@ -106,7 +106,7 @@ class Verbs:
     async def views(self, runtime_id: str) -> list[View]:
         async def here(rt: Runtime) -> list[View]:
             await rt.durable()
-            return [view_of(h) for h in rt.list()]
+            return [view_of(h) for h in await rt.fetch_all()]
         return await self._either(runtime_id, here, lambda r, m: r.views(m, runtime_id))
 
     async def interrupt(self, runtime_id: str, handle: str) -> None:

@@ -109,11 +109,21 @@ class Handle:
     def children(self) -> list[str]:
         """Child ids in spawn order (read from the store's children log on first use)."""
         if self.child_ids is None:
-            stored = self.read_children() if self.read_children is not None else []
-            known = set(stored)
-            self.child_ids = stored + [c for c in self.unread_children if c not in known]
-            self.unread_children = []
+            self.take_stored_children(self.read_children() if self.read_children is not None else [])
+        assert self.child_ids is not None
         return self.child_ids
+
+    @property
+    def children_read(self) -> bool:
+        """Whether ``children`` answers from memory (no store read)."""
+        return self.child_ids is not None or self.read_children is None
+
+    def take_stored_children(self, stored: list[str]) -> None:
+        """The stored children log, read elsewhere (``HandleTable.walk``: off the event loop),
+        merged with the spawns recorded since this object was read."""
+        known = set(stored)
+        self.child_ids = stored + [c for c in self.unread_children if c not in known]
+        self.unread_children = []
 
     def add_child(self, child_id: str) -> None:
         """Record a spawn without reading the stored list when it has not been read yet."""

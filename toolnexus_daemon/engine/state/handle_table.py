@@ -96,8 +96,8 @@ class HandleTable:
         return h
 
     def _children_reader(self, handle_id: str) -> Callable[[], list[str]]:
-        store, rid, log_key = self._store, self._rid, children_log(handle_id)
-        return lambda: [m["id"] for m in store.messages(rid, log_key)]
+        store, rid = self._store, self._rid
+        return lambda: _child_logs(rid, [handle_id], store)[0]
 
     # ------------------------------------------------------------------ refused commits
 
@@ -193,6 +193,30 @@ class HandleTable:
             parent = p.parent
         return out
 
+    async def walk(self, root_id: str = ROOT_ID) -> list[Handle]:
+        """``preorder(root_id)`` with every handle and child list of the subtree read first through
+        ``Store.read`` (off the event loop on PostgreSQL), a level of the tree per read: the walks
+        of List, Close, Interrupt and Shutdown never wait on the store while holding the loop.
+        The handles are held while the walk runs, so the cache finds every one of them."""
+        held: list[Handle] = []
+        frontier = [root_id]
+        while frontier:
+            await self.fetch(frontier)
+            level = [h for hid in frontier if (h := self._cache.peek(hid)) is not None]
+            unread = [h for h in level if not h.children_read]
+            if unread:
+                try:
+                    logs = await self._store.read(functools.partial(_child_logs, self._rid,
+                                                                    [h.id for h in unread]))
+                except StoreError:
+                    logs = []  # left for the walk below, which reports it as it always does
+                for h, ids in zip(unread, logs, strict=False):
+                    if not h.children_read:
+                        h.take_stored_children(ids)
+            held.extend(level)
+            frontier = [c for h in level if h.children_read for c in h.children]
+        return self.preorder(root_id)
+
     def preorder(self, root_id: str = ROOT_ID) -> list[Handle]:
         out: list[Handle] = []
         stack = [root_id]
@@ -201,6 +225,11 @@ class HandleTable:
             out.append(h)
             stack.extend(reversed(h.children))
         return out
+
+
+def _child_logs(runtime_id: str, handle_ids: list[str], store: Store) -> list[list[str]]:
+    """Each handle's stored child ids, in one ``Store.read``."""
+    return [[m["id"] for m in store.messages(runtime_id, children_log(hid))] for hid in handle_ids]
 
 
 def _records(runtime_id: str, handle_ids: list[str], store: Store) -> list[tuple[JSON | None, JSON | None]]:

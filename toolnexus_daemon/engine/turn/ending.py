@@ -36,6 +36,8 @@ class Interrupted:
 
 async def interrupt(rt: Ending, h: Handle) -> Interrupted:
     """Abort ``h``'s running turn, or cancel its pending request; FAILED_PRECONDITION otherwise."""
+    # the subtree a cancelled request may run through, read before anything is looked at
+    subtree = await rt.table.walk(h.id) if h.state is HandleState.SUSPENDED else [h]
     prior = h.state
     restored = len(h.cp.drained) if h.cp is not None else 0
     cancelled = h.pending.id if h.pending is not None else ""
@@ -44,10 +46,13 @@ async def interrupt(rt: Ending, h: Handle) -> Interrupted:
         await _abandon(rt, h, HandleState.RUNNING, notes.interrupted(h.id), Status.INTERRUPTED)
         cancelled = ""
     elif h.state is HandleState.SUSPENDED:
-        for member in _pending_chain(rt, h):
+        abandoned = False
+        for member in _pending_chain(rt, h, subtree):
             kind = member.pending.kind if member.pending else ""
-            await _abandon(rt, member, HandleState.SUSPENDED, notes.pending_cancelled(member.id, kind),
-                           Status.INTERRUPTED)
+            abandoned |= await _abandon(rt, member, HandleState.SUSPENDED,
+                                        notes.pending_cancelled(member.id, kind), Status.INTERRUPTED)
+        if not abandoned:
+            cancelled = ""  # answered (or closed) while the request's entry was read
     else:
         raise FailedPrecondition(f'handle "{h.id}" is {h.state}; only a running or suspended handle '
                                  "can be interrupted")
@@ -59,7 +64,7 @@ async def close(rt: Ending, h: Handle, reason: str, *, keep_result: bool = False
 
     ``keep_result`` keeps ``h``'s settled result as its last result (a ``task`` child, whose
     recorded result a reattaching parent must still find)."""
-    for member in reversed(rt.table.preorder(h.id)):
+    for member in reversed(await rt.table.walk(h.id)):
         await _close_one(rt, member, reason, keep_result and member is h)
 
 
@@ -72,6 +77,7 @@ async def _close_one(rt: Ending, h: Handle, reason: str, keep_result: bool = Fal
     if h.state is not HandleState.IDLE:
         await _stop_turn(rt, h)
         keep_result = False
+    await _read_request(rt, h)
     if _closed_meanwhile(h):
         return  # a concurrent Close got here first while this one waited: one transition, one event
     result = h.result(Status.CLOSED, f"closed ({reason})")
@@ -131,7 +137,21 @@ def _cancel_request(rt: Ending, h: Handle, change: Change) -> None:
     rt.requests.cancel(change, h.pending.id, h.id)
 
 
-async def _abandon(rt: Ending, h: Handle, prior: HandleState, note: str, status: Status) -> None:
+async def _read_request(rt: Ending, h: Handle) -> None:
+    """The entry of ``h``'s pending request, read through ``Store.read`` (off the event loop) for
+    the ``_drop_turn`` that follows with nothing awaited between."""
+    if h.pending is not None:
+        await rt.requests.fetch(h.pending.id)
+
+
+async def _abandon(rt: Ending, h: Handle, prior: HandleState, note: str, status: Status) -> bool:
+    """Drop ``h``'s turn and settle it ``status``; False when it left ``prior`` (or its request
+    changed) while its request's entry was read, and nothing was done."""
+    if h.pending is not None:
+        asked = h.pending.id
+        await rt.requests.fetch(asked)  # for _drop_turn's cancel, with nothing awaited between
+        if h.state is not prior or h.pending is None or h.pending.id != asked:
+            return False
     change = _drop_turn(rt, h)
     result = h.result(status, "interrupted")
     h.state = HandleState.IDLE
@@ -140,13 +160,15 @@ async def _abandon(rt: Ending, h: Handle, prior: HandleState, note: str, status:
     change.event(h, EventType.RESULT, note, result=result)
     await rt.commit(change)
     h.live.settle(result)
+    return True
 
 
-def _pending_chain(rt: Ending, h: Handle) -> list[Handle]:
-    """Every handle suspended on ``h``'s request in ``h``'s line (descendants and ancestors), leaf first."""
+def _pending_chain(rt: Ending, h: Handle, subtree: list[Handle]) -> list[Handle]:
+    """Every handle suspended on ``h``'s request in ``h``'s line (``subtree``, its walk, and its
+    ancestors), leaf first."""
     assert h.pending is not None
     rid = h.pending.id
-    line = [*rt.table.preorder(h.id)][::-1] + rt.table.ancestors(h)
+    line = subtree[::-1] + rt.table.ancestors(h)
     return [m for m in line if m.state is HandleState.SUSPENDED and m.pending is not None
             and m.pending.id == rid]
 

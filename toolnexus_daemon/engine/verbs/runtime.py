@@ -467,6 +467,13 @@ class Runtime:
         """What changed, since ``h`` suspended, in what its answer will be fed to (docs/protocol.md §11)."""
         return drift.found(self, h)
 
+    async def fetch_all(self) -> list[Handle]:
+        """``list()``, with every handle, child list and registry version it names read first
+        through ``Store.read`` (off the event loop on PostgreSQL)."""
+        handles = (await self.table.walk())[1:]
+        await self.fetch(*(h.id for h in handles))  # the versions they run
+        return handles
+
     def list(self) -> list[Handle]:
         """Every handle in pre-order (spawn order within a parent), root excluded."""
         return self.table.preorder()[1:]
