@@ -1,4 +1,4 @@
-"""Issue 17's figures: what forwarding costs per call, and how long a takeover takes after kill -9.
+"""A cluster's figures: what forwarding costs per call, and how long a takeover takes after kill -9.
 
 Both sides drive the runtime through the shipped asyncio client (``bench/driver.py``): through B
 it is reattached by id (the same registry, so no new version) and serves nothing.

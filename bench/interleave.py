@@ -4,7 +4,7 @@ The machine is shared: another session's fsyncs can make every synced commit
 take 3–8 ms instead of 0.3 for a second or two, which adds ~20 ms to a cycle
 of seven synced commits. A scenario that measures all of one variant, then all
 of the next, lets such a window fall on one variant and reads as a difference
-between them (issue 20: "30.2 ms over TCP, 11.0 over a unix socket" was one
+between them ("30.2 ms over TCP, 11.0 over a unix socket" was one
 such window; interleaved, their ratio read 0.95–1.11 in five loaded runs). Here every
 repetition is a run of rounds, a round is one cycle of every variant in an
 order rotated round by round (none is always first), so the medians of one

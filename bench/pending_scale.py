@@ -1,4 +1,4 @@
-"""Issue 18: a ListPending page costs the same with 10, 1,000 or 100,000 handles parked (``lps``).
+"""A ListPending page costs the same with 10, 1,000 or 100,000 handles parked (``lps``).
 
     .venv/bin/python -m bench.pending_scale                       # LMDB, levels 10,10000,100000
     .venv/bin/python -m bench.pending_scale --store postgresql    # the same on PostgreSQL

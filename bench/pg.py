@@ -1,4 +1,4 @@
-"""Issue 16's figures: the daemon's cycle and transitions/s on PostgreSQL beside LMDB, and LangGraph
+"""The PostgreSQL figures: the daemon's cycle and transitions/s on PostgreSQL beside LMDB, and LangGraph
 with its PostgreSQL checkpointer as the peer, in one run on one embedded server.
 
 One durable PostgreSQL 18 server (``pg_server.DurablePg``: the tests' embedded

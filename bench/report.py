@@ -28,7 +28,7 @@ def _paired_note(ratio: dict[str, Any] | None) -> str:
 
 
 def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each issue-7/issue-4 goal: what was measured, the bar, met / missed / not run."""
+    """Each goal of bench/README.md: what was measured, the bar, met / missed / not run."""
     s = {k: v for k, v in results["scenarios"].items() if "error" not in v}
     out: list[dict[str, Any]] = []
 
@@ -129,7 +129,7 @@ def _threads_note(fig: dict[str, Any] | None) -> str:
 
 
 def _cycle_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 20's S1 and S2 against LangGraph+SQLite in both durability modes (the goal reads the bench
+    """S1 and S2 against LangGraph+SQLite in both durability modes (the goal reads the bench
     aio driver over TCP; the shipped asyncio client is shown beside it)."""
     s1 = _get(s, "s1", "tcp", "latency_ms", "median")
     s1u = _get(s, "s1", "unix", "latency_ms", "median")
@@ -173,7 +173,7 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
 
 
 def _fused_s1_goal(s: dict[str, Any], mode: str, lg: float | None, add: Any) -> None:
-    """S1 for the fused cycle (issue 20: Spawn with prompt and wait → pending, Resume → done, 2 RPCs
+    """S1 for the fused cycle (Spawn with prompt and wait → pending, Resume → done, 2 RPCs
     and 6 synced commits): the same spawn→wake→pending→resume→done a client of either shipped client
     can run; the paired ratio from s3 when it was measured, else the ratio of medians."""
     fused = _get(s, "s1", "fused_tcp", "latency_ms", "median")
@@ -216,7 +216,7 @@ def pg_parts(s: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
 
 
 def _pg_cycle_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 20's S1, S2 and S4 on PostgreSQL against LangGraph+PostgresSaver in both durability modes."""
+    """S1, S2 and S4 on PostgreSQL against LangGraph+PostgresSaver in both durability modes."""
     pg = _get(s, "pg") or {}
     pg_ms = _get(pg, "daemon", "cycle", "pg", "latency_ms", "median")
     for mode in ("async", "sync"):
@@ -263,7 +263,7 @@ TRANSPORT_PAIRS = (
 
 
 def _transport_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 20: no transport-specific stall — the asyncio cycles over TCP beside the unix-socket ones and
+    """No transport-specific stall — the asyncio cycles over TCP beside the unix-socket ones and
     the blocking client's, as ratios within each interleaved repetition (bench/interleave.py)."""
     il = _get(s, "s1", "interleaved") or {}
     probe = il.get("commit_probe_ms") or {}
@@ -276,7 +276,7 @@ def _transport_goals(s: dict[str, Any], add: Any) -> None:
 
 
 def _pg_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 16: the PostgreSQL cycle within 1.5× the LMDB cycle, and faster than LangGraph+PostgreSQL."""
+    """The PostgreSQL cycle within 1.5× the LMDB cycle, and faster than LangGraph+PostgreSQL."""
     pg = _get(s, "pg") or {}
     pg_ms = _get(pg, "daemon", "cycle", "pg", "latency_ms", "median")
     lm_ms = _get(pg, "daemon", "cycle", "lmdb", "latency_ms", "median")
@@ -293,7 +293,7 @@ def _pg_goals(s: dict[str, Any], add: Any) -> None:
 
 
 def _pg_scale_goal(s: dict[str, Any], add: Any) -> None:
-    """Issue 16: a daemon with the largest level parked in PostgreSQL serves again well under a second."""
+    """A daemon with the largest level parked in PostgreSQL serves again well under a second."""
     sm = _get(s, "pgs", "summary") or {}
     t = sm.get("restart_to_serving_s")
     add(f"P3 restart to SERVING with {sm.get('parked')} parked in PostgreSQL < 1 s", t, "< 1 s",
@@ -301,7 +301,7 @@ def _pg_scale_goal(s: dict[str, Any], add: Any) -> None:
 
 
 def _cluster_goals(s: dict[str, Any], add: Any) -> None:
-    """Issue 17: a killed owner's runtime is served again within two leases; forwarding is reported."""
+    """A killed owner's runtime is served again within two leases; forwarding is reported."""
     tk = _get(s, "cl", "takeover") or {}
     r = tk.get("over_lease")
     add("C1 takeover after kill -9 ≤ 2 leases", r, "≤ 2.0", None if r is None else r <= 2.0,

@@ -8,10 +8,10 @@
 Scenarios run in this order so a partial run still answers the main question:
 s1 (cycle, sequential), s4 (floors), s3 (peers: LangGraph+SQLite in both durability modes, single
 and 16 threads), s2 (16 clients: the bench driver, then the shipped asyncio client), s5 (scale),
-s6 (slow model), tr (issue 4 transitions/s), pg (issue 16: the daemon on PostgreSQL
-beside LMDB and LangGraph + PostgresSaver), pgd (issue 16: the commit with psycopg vs
-asyncpg), pgs (issue 16: restart and cycle with the s5 levels parked in
-PostgreSQL), cl (issue 17: forwarding overhead and takeover time in a cluster). The JSON is rewritten after each scenario; the README table is
+s6 (slow model), tr (transitions/s), pg (the daemon on PostgreSQL
+beside LMDB and LangGraph + PostgresSaver), pgd (the commit with psycopg vs
+asyncpg), pgs (restart and cycle with the s5 levels parked in
+PostgreSQL), cl (forwarding overhead and takeover time in a cluster). The JSON is rewritten after each scenario; the README table is
 written at the end (``--no-readme`` skips it).
 """
 
@@ -99,7 +99,7 @@ def run_one(name: str, base: Path, prof: scenarios.Profile, done: dict[str, Any]
         return scenarios.scenario1(base, prof)
     if name == "s2":
         res = scenarios.scenario2(base, prof)
-        try:  # the shipped asyncio client beside the bench driver (issue 20); the goal reads the bench one
+        try:  # the shipped asyncio client beside the bench driver; the goal reads the bench one
             res["aio_client"] = scenarios.scenario2_shipped_aio(base, prof)
         except Exception as exc:  # the bench driver's figure stands alone; the error is recorded
             log(f"s2 shipped asyncio client failed: {exc!r}")

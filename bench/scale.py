@@ -1,4 +1,4 @@
-"""Scenario 5 (scale) and issue 4's parked-handle figures: cycles with N suspended handles parked.
+"""Scenario 5 (scale) and the parked-handle figures: cycles with N suspended handles parked.
 
 Daemon: the parked handles are made through the daemon itself (Spawn, Wake,
 Wait → pending, left suspended) by 64 concurrent asyncio clients, on a daemon
@@ -10,7 +10,7 @@ and they run side by side, their cycles interleaved round by round
 (bench/interleave.py), so the ratio between levels is taken within each
 repetition: the quick run's figure measured one level after the other and
 swung 0.13–3.41 between runs of one sitting as other sessions' fsyncs came
-and went (issue 20).
+and went.
 
 Reference runtime: ``toolnexus.agents.AgentRuntime.resume`` answers the first
 suspended handle it finds walking the tree, so it cannot keep other suspended
@@ -164,7 +164,7 @@ def scenario5(base: Path, prof: Profile) -> dict[str, Any]:
 
 
 def scenario_pg_scale(base: Path, prof: Profile) -> dict[str, Any]:
-    """Issue 16: the same parked levels with the state in PostgreSQL (a durable embedded server):
+    """The same parked levels with the state in PostgreSQL (a durable embedded server):
     restart to SERVING, RSS and the cycle with N suspended handles parked in the database."""
     from .pg_server import durable_server
 

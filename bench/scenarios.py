@@ -1,4 +1,4 @@
-"""Scenarios 1–4 and 6 of issue 7 and the transition-rate figures of issue 4.
+"""Scenarios 1–4 and 6 (bench/README.md) and the transition-rate figures.
 
 Each function takes a ``Profile`` (how many warm-up cycles, repetitions and
 operations per repetition) and returns a JSON-able dict. A latency figure is
@@ -158,7 +158,7 @@ async def _throughput(target: str, clients: int, per_rep: int, prof: Profile,
 
 
 async def _throughput_pair(target: str, clients: int, per_rep: int, prof: Profile) -> dict[str, Any]:
-    """``_throughput`` of the classic cycle and of the fused one (issue 20) on one runtime, their
+    """``_throughput`` of the classic cycle and of the fused one on one runtime, their
     repetitions alternating (classic first on even reps, fused first on odd) so both share the weather."""
     d = await Daemon.connect(target)
     bodies = {"classic": lambda i: d.cycle(), "fused": lambda i: d.fused_cycle()}
@@ -180,7 +180,7 @@ async def _throughput_pair(target: str, clients: int, per_rep: int, prof: Profil
 
 def scenario2(base: Path, prof: Profile) -> dict[str, Any]:
     """Cycle, 16 concurrent clients (asyncio tasks in one client process), synced, TCP; the classic
-    4-RPC cycle and the fused 2-RPC one (issue 20), repetitions alternating on one daemon."""
+    4-RPC cycle and the fused 2-RPC one, repetitions alternating on one daemon."""
     with daemon(base, name="s2") as proc:
         with Sampler(proc.proc.pid) as sampler:
             res = asyncio.run(_throughput_pair(tcp_target(proc), 16, prof.concurrent_cycles, prof))
@@ -457,7 +457,7 @@ def scenario4(base: Path, prof: Profile, s1: dict[str, Any] | None) -> dict[str,
         echo = out["echo"][transport]
         out[f"snapshot_over_echo_{transport}"] = round(out[f"snapshot_{transport}_ms"]["median"]
                                                        / echo["unary_ms"]["median"], 2)
-        # the classic cycle's parts (keys as before), then the fused cycle's beside them (issue 20)
+        # the classic cycle's parts (keys as before), then the fused cycle's beside them
         cycles = (("", anatomy, transport), ("fused_", out["fused_anatomy"], f"fused_{transport}"))
         for prefix, an, s1_name in cycles:
             parts = (an["unary_rpcs_per_cycle"] * echo["unary_ms"]["median"]
@@ -525,7 +525,7 @@ async def _append(out: list[str], coro: Any) -> None:
     out.append(await coro)
 
 
-# ----------------------------------------------------------------------------- issue 4: transitions/s
+# ----------------------------------------------------------------------------- transitions/s
 
 
 def transitions(base: Path, prof: Profile, per_cycle: int) -> dict[str, Any]:
@@ -555,7 +555,7 @@ def thread_count() -> int:
     return threading.active_count()
 
 
-# ----------------------------------------------------------------------------- shipped aio client (issue 20)
+# ----------------------------------------------------------------------------- shipped aio client
 
 
 async def _shipped_aio_throughput(target: str, clients: int, per_rep: int, prof: Profile) -> dict[str, Any]:

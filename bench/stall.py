@@ -1,4 +1,4 @@
-"""The aio-over-TCP stall of issue 20: the cycle per transport, interleaved, on fresh channels.
+"""The aio-over-TCP stall (bench/README.md, T1): the cycle per transport, interleaved, on fresh channels.
 
     python -m bench.stall                      # 8 rounds × (tcp, unix, blocking tcp), 20 cycles each
     python -m bench.stall --rounds 12 --option grpc.http2.bdp_probe=0

@@ -1,6 +1,7 @@
-"""The repository stands on its own: no file points outside it, every relative link in the docs
-resolves to a file of the repository, and every ``docs/protocol.md §N`` citation names a section that
-exists. Files are those git tracks (plus new ones not yet ignored), so a fresh clone sees the same."""
+"""The repository stands on its own: no file points outside it or names an issue of a tracker its
+reader cannot see, every relative link in the docs resolves to a file of the repository, and every
+``docs/protocol.md §N`` citation names a section that exists. Files are those git tracks (plus new
+ones not yet ignored), so a fresh clone sees the same."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTSIDE = re.compile(r"\.\./shared|DESIGN\.md|DESIGN §|ARCHITECTURE\.md|/work/|/home/[a-z]")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CITATION = re.compile(r"protocol\.md §(\d+)")
+ISSUE = re.compile(r"\bissues?[ -]?#?\d+\b|\(issue[:)]", re.IGNORECASE)
 
 
 def _files() -> list[Path]:
@@ -31,6 +33,13 @@ def test_no_file_points_outside_the_repository() -> None:
     this = Path(__file__).resolve()
     found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _files() if p != this and p.suffix != ".json"
              for m in [OUTSIDE.search(_text(p) or "")] if m]
+    assert found == []
+
+
+def test_no_file_names_an_issue_by_number() -> None:
+    this = Path(__file__).resolve()
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _files() if p != this and p.suffix != ".json"
+             for m in [ISSUE.search(_text(p) or "")] if m]
     assert found == []
 
 

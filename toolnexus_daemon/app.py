@@ -91,7 +91,7 @@ class _Daemon:
 def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     """The event loop ``--event-loop`` names: the standard library's by default, or uvloop, whose
     cheaper wake-ups (grpc.aio wakes the loop once per completion-queue event) measured less daemon
-    CPU per cycle at 1 lane but mixed at 16 (docs/decisions.md, issue 20)."""
+    CPU per cycle at 1 lane but mixed at 16 (docs/decisions.md)."""
     if name == "uvloop":
         import uvloop  # only when chosen: "asyncio" must run where uvloop is not installed
 

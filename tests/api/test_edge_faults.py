@@ -1,4 +1,4 @@
-"""Edge faults of issue 13 against a real daemon: concurrent Close, impossible Watch cursors."""
+"""Edge faults against a real daemon: concurrent Close, impossible Watch cursors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fused calls over gRPC (issue 20): Spawn with a prompt (spawn and wake in one commit) and Wake with
+"""Fused calls over gRPC: Spawn with a prompt (spawn and wake in one commit) and Wake with
 wait_ms (the wake and the wait for its turn's result in one call), against the real daemon."""
 
 from __future__ import annotations

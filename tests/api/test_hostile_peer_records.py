@@ -1,4 +1,4 @@
-"""Hostile request ids and old records of suspended handles (issue 13 items 2 and 4).
+"""Hostile request ids and old records of suspended handles.
 
 A webhook that suspends under an id the store cannot hold gets that call's error result before
 anything is committed: the handle never wedges, Interrupt and Close answer, a restart does not call

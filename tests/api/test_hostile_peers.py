@@ -1,4 +1,4 @@
-"""Hostile model servers and webhooks cannot poison a runtime (issue 13 items 2 and 12).
+"""Hostile model servers and webhooks cannot poison a runtime.
 
 A real daemon, a real scripted model server and a real webhook route on 127.0.0.1. Each hostile
 reply becomes an error of its call or turn, and afterwards every read of the runtime — Wait,

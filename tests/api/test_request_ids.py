@@ -1,4 +1,4 @@
-"""Request ids, reattach and Resume through a real daemon and the Python client (issue 13 items 1, 3, 4)."""
+"""Request ids, reattach and Resume through a real daemon and the Python client."""
 
 from __future__ import annotations
 

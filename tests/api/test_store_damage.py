@@ -1,4 +1,4 @@
-"""A damaged or full store is refused with a message, never a silent crash (issue 13 items 8, 9).
+"""A damaged or full store is refused with a message, never a silent crash.
 
 A real daemon on a real LMDB directory: a data file truncated to half (SIGBUS before), an empty
 one (silently an empty store before), and a store on a small tmpfs that fills up (INTERNAL

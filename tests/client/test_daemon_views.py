@@ -15,7 +15,6 @@ from concurrent import futures
 import grpc
 import pytest
 
-from tests.people.conftest import needs_list_pending
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, openai_llm
 from toolnexus_client import Daemon, PendingChangeType, PendingItem, Request, aio
@@ -203,7 +202,6 @@ def model() -> Iterator[ScriptedModelServer]:
         yield srv
 
 
-@needs_list_pending
 def test_the_real_daemon_lists_watches_and_removes_an_answered_request(
         daemon: DaemonProcess, model: ScriptedModelServer) -> None:
     channel = grpc.insecure_channel(daemon.target)

@@ -1,4 +1,4 @@
-"""The fused calls in both Python clients (issue 20), against the real daemon: ``spawn(...,
+"""The fused calls in both Python clients, against the real daemon: ``spawn(...,
 prompt=, wait=)`` and ``wake(..., wait=)`` return a ``Woken`` with the settled result; the old
 call shapes still return a handle id and a queued flag."""
 

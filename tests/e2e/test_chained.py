@@ -1,4 +1,4 @@
-"""Chained approvals through the Python client and a real daemon, across a kill -9 (issue 14).
+"""Chained approvals through the Python client and a real daemon, across a kill -9.
 
 A manager approves, then a director: the tool, re-invoked with the manager's ``ok``, suspends again
 under a different request id. That second suspension is durable like the first — parked, announced

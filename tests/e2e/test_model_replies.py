@@ -1,4 +1,4 @@
-"""What the daemon sends back to OpenAI-compatible servers, and usage they do not report (issue 14).
+"""What the daemon sends back to OpenAI-compatible servers, and usage they do not report.
 
 Real servers (llama-cpp-python) refuse an assistant message with ``"content": null`` and the legacy
 ``function_call`` beside ``tool_calls``; a stream that ignores ``include_usage`` must not count 0.

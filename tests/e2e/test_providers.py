@@ -1,4 +1,4 @@
-"""Model styles and tool sources through the daemon: anthropic, streaming, plain http tools (issue 8).
+"""Model styles and tool sources through the daemon: anthropic, streaming, plain http tools.
 
 The model is the scripted HTTP server on 127.0.0.1 (both ``/v1/chat/completions`` and
 ``/v1/messages`` run the reference mock model); the approval tool is its demo webhook.

@@ -1,4 +1,4 @@
-"""Fused wakes (issue 20): Spawn+Wake in one commit, and a wake that waits for its turn's result."""
+"""Fused wakes: Spawn+Wake in one commit, and a wake that waits for its turn's result."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model is asked while the commit before it syncs (``engine/commit/landing.py``, issue 20), and
+"""The model is asked while the commit before it syncs (``engine/commit/landing.py``), and
 nothing that depends on that commit happens before it is durable; a refused commit still fails
 exactly what it failed before (the Wake, or the turn)."""
 

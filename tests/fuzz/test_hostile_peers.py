@@ -1,4 +1,4 @@
-"""Random hostile replies from a model server and a webhook, against a live daemon (issue 13).
+"""Random hostile replies from a model server and a webhook, against a live daemon.
 
 Hypothesis builds chat-completion bodies and webhook ToolResult bodies of every wrong shape —
 any JSON where text or objects belong, integers far past int64, nesting past what protobuf

@@ -1,4 +1,4 @@
-"""The benchmark's interleaving (bench/interleave.py, issue 20): the figures it compares are taken
+"""The benchmark's interleaving (bench/interleave.py): the figures it compares are taken
 in the same moments, and the transport goal reads the paired ratios. No timing is asserted: the
 variants here are scripted, their 'latencies' are numbers the test chooses."""
 
@@ -76,7 +76,7 @@ def _verdicts(results: dict[str, Any]) -> dict[str, str]:
 
 
 def test_transport_goal_flags_an_aio_tcp_stall() -> None:
-    # the shape issue 20 reported: 30.2 ms over TCP, 11.0 over unix, 12.0 with the blocking client
+    # the shape once reported: 30.2 ms over TCP, 11.0 over unix, 12.0 with the blocking client
     stalled = _verdicts(_results(30.2 / 11.0, 30.2 / 12.0, 30.2 / 11.0))
     assert set(stalled.values()) == {"MISSED"} and len(stalled) == 3
     assert set(_verdicts(_results(1.01, 0.98)).values()) == {"met"}

@@ -1,4 +1,4 @@
-"""The benchmark's peer comparisons (issue 20): LangGraph in both durability modes, single-threaded and
+"""The benchmark's peer comparisons: LangGraph in both durability modes, single-threaded and
 with 16 threads, on SQLite and on PostgreSQL, and the goal rows that read them. Every verdict is
 checked to pass and to fail on made-up figures; nothing here measures time."""
 
@@ -148,7 +148,7 @@ def test_s1_pg_and_s2_pg_pass_and_fail() -> None:
     ok = _pg_results(12.0, lg_async_ms=15.0, lg_sync_ms=16.0, c16=250, commit_ms=1.0)
     assert set(_by_mode(_verdicts(ok, "S1-PG")).values()) == {"met"}
     assert set(_by_mode(_verdicts(ok, "S2-PG")).values()) == {"met"}  # 250 ≥ 3 × 66.7 and 3 × 62.5
-    # the issue-16 full run: 20.1 ms vs 19.4 (async) and 18.5 (sync)
+    # an earlier full run on PostgreSQL: 20.1 ms vs 19.4 (async) and 18.5 (sync)
     slow = _pg_results(20.1, 19.4, 18.5, c16=100, commit_ms=1.0)
     assert set(_by_mode(_verdicts(slow, "S1-PG")).values()) == {"MISSED"}
     assert set(_by_mode(_verdicts(slow, "S2-PG")).values()) == {"MISSED"}

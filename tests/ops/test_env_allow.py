@@ -1,4 +1,4 @@
-"""Only variables the operator allows reach outgoing requests (issue 13 item 13, docs/protocol.md §7).
+"""Only variables the operator allows reach outgoing requests (docs/protocol.md §7).
 
 The attack: a client holding the daemon token points a webhook at a server it controls and asks
 for ``${TOOLNEXUS_TOKEN}`` (or another tenant's API key) in a header. A real daemon refuses such a

@@ -19,7 +19,6 @@ import pytest
 
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, open_stub, openai_llm, struct
-from toolnexus_daemon.api import servicer
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.api._gen import runtime_pb2_grpc as pb_grpc
 from toolnexus_devtools import ScriptedModelServer
@@ -27,11 +26,6 @@ from toolnexus_devtools import ScriptedModelServer
 TOKEN = "people-cli-test-token"
 FIXED_PATH = "/tools/fixed"
 FIXED_ID = "fixed-request"
-# the daemon-wide RPCs come from the server side of issue 18; until it serves them these tests wait
-SERVES_PENDING = "ListPending" in vars(servicer.AgentRuntimeServicer)
-needs_list_pending = pytest.mark.skipif(
-    not SERVES_PENDING, reason="the daemon does not serve ListPending/ListRuntimes yet "
-                               "(the server side of issue 18, branch pending-list)")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import json
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_devtools import Reply, ScriptedModelServer
 
-from .conftest import FIXED_ID, FIXED_PATH, Daemon, authed, needs_list_pending, run_cli, snapshot, suspend
+from .conftest import FIXED_ID, FIXED_PATH, Daemon, authed, run_cli, snapshot, suspend
 
 
 def _answers_seen(model: ScriptedModelServer) -> list[dict[str, object]]:
@@ -51,7 +51,6 @@ def test_approve_hands_data_and_reason_to_the_tool(daemon: Daemon, model: Script
     assert snapshot(daemon, rid, handle).last_result.text == "chose"
 
 
-@needs_list_pending
 def test_an_answered_request_exits_3_with_and_without_runtime(daemon: Daemon,
                                                               model: ScriptedModelServer) -> None:
     """An answered request is no longer open: exit 3 (not found) whichever way it is named, the
@@ -96,7 +95,6 @@ def test_approve_and_decline_together_is_a_usage_error(daemon: Daemon) -> None:
     assert neither.returncode == 2 and "--approve" in neither.stderr
 
 
-@needs_list_pending
 def test_answer_finds_the_runtime_itself(daemon: Daemon, model: ScriptedModelServer) -> None:
     rid, handle, request_id = suspend(daemon, model)
     out = run_cli(*authed(daemon, "answer", request_id, "--approve"))
@@ -105,14 +103,12 @@ def test_answer_finds_the_runtime_itself(daemon: Daemon, model: ScriptedModelSer
     assert snapshot(daemon, rid, handle).last_result.text == "action performed"
 
 
-@needs_list_pending
 def test_answer_of_an_unknown_request_exits_3(daemon: Daemon) -> None:
     out = run_cli(*authed(daemon, "answer", "never-asked", "--approve"))
     assert out.returncode == 3
     assert "no open request 'never-asked'" in out.stderr
 
 
-@needs_list_pending
 def test_answer_of_an_id_open_in_two_runtimes_is_ambiguous(daemon: Daemon,
                                                            model: ScriptedModelServer) -> None:
     first, h1, rq = suspend(daemon, model, fixed=True)

@@ -24,7 +24,6 @@ from .conftest import (
     Daemon,
     authed,
     clean_env,
-    needs_list_pending,
     run_cli,
     snapshot,
     suspend,
@@ -191,7 +190,6 @@ def test_an_upgrading_resume_after_the_definition_changed_needs_accept(
     assert snapshot(daemon, rid, handle).state == "idle"
 
 
-@needs_list_pending
 def test_pending_older_than_and_a_table_that_fits_100_columns(daemon: Daemon,
                                                               model: ScriptedModelServer) -> None:
     rid, _, request_id = suspend(daemon, model)

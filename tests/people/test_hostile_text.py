@@ -20,7 +20,7 @@ import pytest
 
 from toolnexus_devtools import Received, ScriptedModelServer
 
-from .conftest import Daemon, authed, needs_list_pending, run_cli
+from .conftest import Daemon, authed, run_cli
 
 # CSI clear screen, OSC 52 (writes the clipboard) ended by BEL, a C1 CSI, NEL, CR, BEL, DEL, LS, RLO
 EVIL = "a\x1b[2J\x1b]52;c;ZXZpbA==\x07b\x9b31mc\x85d\re\x07f\x7fg\u2028h\u202ei"
@@ -32,7 +32,6 @@ HOOK = "/tools/evil"
 # what may not reach a terminal: C0 but the newline, DEL, C1, line/paragraph separators, bidi overrides
 RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
-pytestmark = needs_list_pending
 
 
 def _hook(req: Received) -> dict[str, Any]:

@@ -6,9 +6,7 @@ import json
 
 from toolnexus_devtools import ScriptedModelServer
 
-from .conftest import FIXED_ID, Daemon, authed, needs_list_pending, run_cli, suspend
-
-pytestmark = needs_list_pending
+from .conftest import FIXED_ID, Daemon, authed, run_cli, suspend
 
 
 def test_runtimes_table_and_json_count_handles_by_state(daemon: Daemon, model: ScriptedModelServer) -> None:

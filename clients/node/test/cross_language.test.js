@@ -1,4 +1,4 @@
-// Cross-process and cross-language resume (issue 6, item 5): one process creates a runtime,
+// Cross-process and cross-language resume: one process creates a runtime,
 // suspends a handle and exits; another process, in the other language, reattaches to the same
 // runtime by id, serves the tool and the model, and resumes the handle to completion. Both
 // directions, an approval and a decline, plus Node → Node from a fresh process.

@@ -1,4 +1,4 @@
-// The fused calls (issue 20) against the real daemon: spawn with a prompt (spawned and woken in
+// The fused calls against the real daemon: spawn with a prompt (spawned and woken in
 // one durable commit) and wake with waitMs (the wake and the wait for its turn in one call).
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';

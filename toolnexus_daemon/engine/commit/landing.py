@@ -1,4 +1,4 @@
-"""A commit on its way to disk while the turn asks the model (docs/architecture.md, issue 20).
+"""A commit on its way to disk while the turn asks the model (docs/architecture.md).
 
 A model call has no effect outside the daemon: a crash before the commit it
 follows is durable re-issues it, exactly as a crash during the call does. So the

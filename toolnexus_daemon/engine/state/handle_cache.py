@@ -1,4 +1,4 @@
-"""The handles of one runtime in memory: a bounded working set over the store (issue: parked on disk).
+"""The handles of one runtime in memory: a bounded working set over the store (handles parked on disk).
 
 A suspended or idle handle costs bytes on disk, not RAM: only the most
 recently used handles (plus the root) are held strongly; the rest are read
