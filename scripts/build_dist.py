@@ -10,9 +10,9 @@ Install them with ``pip install dist/toolnexus_daemon-*.whl dist/toolnexus_clien
 commands for people use the Python client: its wheel declares ``toolnexus-client`` of the same version) /
 ``pip install dist/toolnexus_client-*.whl``
 and ``npm install /path/to/dist/toolnexus-client-*.tgz``; their dependencies come from the usual
-registries. The wheels are built from a copy of the sources in a temporary directory, so the checkout
-gets no ``build/`` or ``*.egg-info`` of its own; the build backend (setuptools) is the one of the dev
-profile's pins, so nothing is fetched.
+registries. The wheels and the tarball are built from a copy of the sources in a temporary
+directory, so the checkout gets no ``build/``, ``*.egg-info`` or ``clients/node/proto`` of its own;
+the build backend (setuptools) is the one of the dev profile's pins, so nothing is fetched.
 """
 
 from __future__ import annotations
@@ -72,10 +72,15 @@ def _node_tarball(out: Path) -> Path:
     if npm is None:
         sys.exit("dist: npm is not on the PATH (Node.js 20 or newer brings it); "
                  "`python scripts/build_dist.py --no-node` builds the wheels alone")
-    # --json: the file name npm chose, without parsing its human output
-    printed = _run([npm, "pack", "--json", "--pack-destination", str(out)], cwd=ROOT / "clients" / "node")
-    name = _tarball_name(printed)
-    return out / name
+    # packed from a copy laid out as the checkout is (the prepack script copies ../../proto into
+    # the package): the checkout's clients/node never holds a half-copied proto/ a test could load
+    with tempfile.TemporaryDirectory(prefix="toolnexus-dist-node-") as tmp:
+        package = Path(tmp) / "clients" / "node"
+        shutil.copytree(ROOT / "clients" / "node", package, ignore=SKIP)
+        shutil.copytree(ROOT / "proto", Path(tmp) / "proto", ignore=SKIP)
+        # --json: the file name npm chose, without parsing its human output
+        printed = _run([npm, "pack", "--json", "--pack-destination", str(out)], cwd=package)
+    return out / _tarball_name(printed)
 
 
 def _tarball_name(printed: str) -> str:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -32,10 +33,32 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed (make test installs the Node client with it)")
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(["make", "-s", "-C", str(ROOT), "dist", f"DIST={out}"], capture_output=True,
-                          text=True, timeout=180, check=False)
+    building = threading.Event()
+    watcher = threading.Thread(target=_watch_checkout_proto, args=(building,), daemon=True)
+    building.set()
+    watcher.start()
+    try:
+        done = subprocess.run(["make", "-s", "-C", str(ROOT), "dist", f"DIST={out}"], capture_output=True,
+                              text=True, timeout=180, check=False)
+    finally:
+        building.clear()
+        watcher.join(5)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
+
+
+# set when clients/node/proto appeared in the checkout while `make dist` ran
+PROTO_IN_CHECKOUT: list[bool] = []
+
+
+def _watch_checkout_proto(building: threading.Event) -> None:
+    """Look for a packing copy of proto/ in the checkout's Node client every 2 ms while dist builds
+    (a Node process of the checkout loading the proto then could read a half-copied file)."""
+    while building.is_set():
+        if (ROOT / "clients" / "node" / "proto").exists():
+            PROTO_IN_CHECKOUT.append(True)
+            return
+        time.sleep(0.002)
 
 
 def test_make_dist_builds_the_three_files_the_docs_install(dist: Path) -> None:
@@ -46,7 +69,8 @@ def test_make_dist_builds_the_three_files_the_docs_install(dist: Path) -> None:
     # the contract travels with the Node client: it loads the proto at run time
     assert {"package/src/index.js", "package/src/index.d.ts",
             "package/proto/toolnexus/agents/v1/runtime.proto"} <= packed, packed
-    assert not (ROOT / "clients" / "node" / "proto").exists()  # postpack removed the copy again
+    # packed from a copy: the checkout's Node client never held a copy of proto/, even for a moment
+    assert not PROTO_IN_CHECKOUT and not (ROOT / "clients" / "node" / "proto").exists()
     with zipfile.ZipFile(dist / "toolnexus_daemon-0.1.0-py3-none-any.whl") as whl:
         daemon_files = whl.namelist()
     assert "toolnexus_daemon/people/commands.py" in daemon_files
