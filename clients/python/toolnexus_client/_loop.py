@@ -56,6 +56,9 @@ class LoopThread:
                                                                thread_name_prefix="toolnexus-call")
         self._loop.set_default_executor(self._executor)
         self._closed = False
+        # the calls submitted and not answered yet: one the loop never ran is cancelled at close
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-{next(_names)}",
                                         daemon=True)
         self._thread.start()
@@ -70,10 +73,12 @@ class LoopThread:
             coro.close()
             raise RuntimeError("a blocking toolnexus_client call from its own event loop (an async def tool "
                                "of a blocking client?) would wait forever: use toolnexus_client.aio there")
-        if self._closed:
-            coro.close()
-            raise ClientClosed("this client is closed (detach/close/shutdown was called)")
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        with self._lock:
+            if self._closed:
+                coro.close()
+                raise ClientClosed("this client is closed (detach/close/shutdown was called)")
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            self._inflight.add(future)
         try:
             return future.result(timeout)
         except concurrent.futures.CancelledError:
@@ -81,6 +86,8 @@ class LoopThread:
         except BaseException:
             future.cancel()  # a KeyboardInterrupt or a timeout here: do not leave the call running
             raise
+        finally:
+            self._inflight.discard(future)
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run a plain function on the loop's thread (creating a grpc.aio call must happen there)."""
@@ -105,13 +112,20 @@ class LoopThread:
             return
         if threading.current_thread() is not self._thread:
             self.run(_cancel_others())
-        self._closed = True
+        with self._lock:
+            self._closed = True  # from here run() refuses: nothing new reaches the loop
+            stranded = list(self._inflight)
         self._loop.call_soon_threadsafe(self._loop.stop)
         # plain calls still running in the pool are abandoned, as the daemon redelivers them
         self._executor.shutdown(wait=False, cancel_futures=True)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
             if not self._thread.is_alive():
+                # a call another thread submitted after the cancelling above looked (a watch's next
+                # event, asked for while a detach ran) was never run: its caller gets Cancelled
+                # rather than waiting forever on a stopped loop (cancelled before the loop closes)
+                for future in stranded:
+                    future.cancel()
                 self._loop.close()
 
 
