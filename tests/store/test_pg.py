@@ -19,10 +19,10 @@ from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.store.dsn import redact
+from toolnexus_daemon.store.postgres.lanes import write
 from toolnexus_daemon.store.postgres.link import Link
 from toolnexus_daemon.store.postgres.schema import SCHEMA_VERSION
 from toolnexus_daemon.store.postgres.store import PgStore
-from toolnexus_daemon.store.postgres.write import _write
 
 from .samples import event, record
 
@@ -119,13 +119,13 @@ class _FlakyConn:
         outer = self
 
         class Ctx:
-            def __enter__(self) -> Ctx:
+            async def __aenter__(self) -> Ctx:
                 return self
 
-            def executemany(self, *_: object) -> None:
+            async def executemany(self, *_: object) -> None:
                 outer.runs += 1
 
-            def __exit__(self, *exc: object) -> None:
+            async def __aexit__(self, *exc: object) -> None:
                 if fail and outer.failures:
                     outer.failures -= 1
                     raise pgerr.SerializationFailure("could not serialize access")
@@ -133,13 +133,13 @@ class _FlakyConn:
         return Ctx()
 
 
-def test_a_serialisation_failure_runs_the_transaction_again() -> None:
+async def test_a_serialisation_failure_runs_the_transaction_again() -> None:
     steps: list[tuple[str, list[tuple[object, ...]]]] = [("INSERT …", [(1,)])]
     conn = _FlakyConn(failures=2)
-    _write(conn, steps)  # type: ignore[arg-type]
+    await write(conn, steps)  # type: ignore[arg-type]
     assert conn.runs == 3 and conn.failures == 0
     with pytest.raises(pgerr.SerializationFailure):
-        _write(_FlakyConn(failures=99), steps)  # type: ignore[arg-type]
+        await write(_FlakyConn(failures=99), steps)  # type: ignore[arg-type]
 
 
 async def test_reads_and_commits_recover_after_the_server_restarts(pg_server: PgServer, pg_dsn: str) -> None:
