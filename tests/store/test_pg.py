@@ -4,6 +4,7 @@ the sync flag, damaged rows, error mapping at the edge and reconnecting after an
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -14,12 +15,12 @@ import pytest
 from psycopg import errors as pgerr
 
 from tests.support.pg import PgServer
-from tests.support.stall_proxy import StallProxy
+from tests.support.stall_proxy import StallProxy, StallProxyProcess
 from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.store.dsn import redact
-from toolnexus_daemon.store.postgres.lanes import write
+from toolnexus_daemon.store.postgres import lanes
 from toolnexus_daemon.store.postgres.link import Link
 from toolnexus_daemon.store.postgres.schema import SCHEMA_VERSION
 from toolnexus_daemon.store.postgres.store import PgStore
@@ -102,44 +103,22 @@ def test_errors_at_the_edge_mean_what_callers_can_act_on(pg_dsn: str) -> None:
     link.close()
 
 
-class _FlakyConn:
-    """A connection whose first transactions hit serialisation failures (at the pipeline's Sync,
-    where a transaction of one round trip commits)."""
+async def test_a_serialisation_failure_runs_the_transaction_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[int] = []
 
-    def __init__(self, failures: int) -> None:
-        self.failures, self.runs = failures, 0
+    async def flaky(failures: int) -> None:
+        runs.append(1)
+        if len(runs) <= failures:
+            raise pgerr.SerializationFailure("could not serialize access")
 
-    def pipeline(self) -> Any:
-        return self._ctx()
-
-    def cursor(self) -> Any:
-        return self._ctx(fail=False)
-
-    def _ctx(self, fail: bool = True) -> Any:
-        outer = self
-
-        class Ctx:
-            async def __aenter__(self) -> Ctx:
-                return self
-
-            async def executemany(self, *_: object) -> None:
-                outer.runs += 1
-
-            async def __aexit__(self, *exc: object) -> None:
-                if fail and outer.failures:
-                    outer.failures -= 1
-                    raise pgerr.SerializationFailure("could not serialize access")
-
-        return Ctx()
-
-
-async def test_a_serialisation_failure_runs_the_transaction_again() -> None:
-    steps: list[tuple[str, list[tuple[object, ...]]]] = [("INSERT …", [(1,)])]
-    conn = _FlakyConn(failures=2)
-    await write(conn, steps)  # type: ignore[arg-type]
-    assert conn.runs == 3 and conn.failures == 0
+    monkeypatch.setattr(lanes, "_transact", lambda *_: flaky(2))
+    await lanes.write(None, [], set())  # type: ignore[arg-type]
+    assert len(runs) == 3
+    runs.clear()
+    monkeypatch.setattr(lanes, "_transact", lambda *_: flaky(99))
     with pytest.raises(pgerr.SerializationFailure):
-        await write(_FlakyConn(failures=99), steps)  # type: ignore[arg-type]
+        await lanes.write(None, [], set())  # type: ignore[arg-type]
+    assert len(runs) == lanes.SERIALIZATION_RETRIES + 1
 
 
 async def test_reads_and_commits_recover_after_the_server_restarts(pg_server: PgServer, pg_dsn: str) -> None:
@@ -241,5 +220,42 @@ async def test_reads_through_read_overlap_and_leave_the_event_loop_free(pg_dsn: 
         assert took < 0.16, f"four reads took {took * 1000:.0f} ms: they queued behind each other"
         assert ticks >= 5, f"the event loop ran {ticks} times during an 80 ms read: it was held"
     finally:
+        store.close()
+        proxy.close()
+
+
+async def test_a_commit_is_answered_while_the_event_loop_is_busy(pg_dsn: str) -> None:
+    """Through a proxy in its own process (20 ms each way, a 40 ms round trip), with the event loop
+    busy (work in 2 ms slices, as under many clients) and threads switching the GIL only every
+    50 ms: a commit still takes about its round trip. The loop sends the transaction and reads its
+    answer itself between slices; a writer thread would wait for the GIL to be woken and again
+    for the answer (50 ms each here: 140 ms and more)."""
+    proxy, slow_dsn = StallProxyProcess.for_dsn(pg_dsn, delay=0.02)
+    store = PgStore(slow_dsn)
+    interval = sys.getswitchinterval()
+    try:
+        await store.commit(Batch(runtimes={"warm": {"v": 0}}))  # the lane's connection opened
+        busy = True
+
+        async def spin() -> None:
+            while busy:  # ends with the test; each slice holds the GIL 2 ms, then lets the loop run
+                end = time.perf_counter() + 0.002
+                while time.perf_counter() < end:
+                    pass
+                await asyncio.sleep(0)
+
+        sys.setswitchinterval(0.05)
+        spinner = asyncio.create_task(spin())
+        try:
+            await asyncio.sleep(0.01)
+            took = [await _timed(store.commit(Batch(runtimes={"a": {"v": i}}, events=[event("a", i + 1)])))
+                    for i in range(3)]
+        finally:
+            busy = False
+            await spinner
+        assert store.events("a")[-1].seq == 3
+        assert min(took) < 0.09, f"commits took {[round(t * 1000) for t in took]} ms for a 40 ms round trip"
+    finally:
+        sys.setswitchinterval(interval)
         store.close()
         proxy.close()

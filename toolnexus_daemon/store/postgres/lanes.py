@@ -2,13 +2,15 @@
 transactions in call order, none of them holding the loop for a round trip.
 
 A lane's transaction is one pipeline ending in its only Sync (one round trip, ``write``),
-sent and read by the event loop itself through psycopg's asynchronous connection: the loop
-writes the statements, goes on with other work while the database answers, and picks the
-answer up when the socket is readable. A writer thread per lane (the shared ``writer.Writer``,
-as LMDB's) cost each transaction two hand-offs of the GIL (the thread woken to send, the loop
-woken with the result), and a thread woken while the loop is busy waits for the loop to let
-go of the GIL — under 16 clients a transaction took twice its round trip. Lanes cost no
-thread, so the transactions of different lanes overlap as they did.
+sent and read by the event loop itself with libpq's pipeline calls on a connection psycopg
+opened asynchronously: the loop writes the statements (prepared once per connection, their
+parameters encoded by ``wire``), goes on with other work while the database answers, and
+picks the answer up when the socket is readable: one wake-up of the loop per round trip,
+where a psycopg cursor took a turn of the loop per statement. A writer thread per lane (the
+shared ``writer.Writer``, as LMDB's) cost each transaction two hand-offs of the GIL (the
+thread woken to send, the loop woken with the result), and a thread woken while the loop is
+busy waits for the loop to let go of the GIL. Lanes cost no thread, so the transactions of
+different lanes overlap as they did.
 
 What the writer promised still holds: a batch is queued in its lane before the caller's
 first await, so its place in the lane's order is fixed at call time; a lane runs one
@@ -28,9 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+from psycopg import errors
+from psycopg.pq import ExecStatus
+from psycopg.pq.abc import PGconn
 
 from ...errors import StoreError
 from ..writer import WriterStats
+from . import wire
 from .link import Link, is_connection_error, is_retryable
 from .write import SERIALIZATION_RETRIES, Step
 
@@ -46,6 +52,8 @@ class _Lane:
     conn: AConn | None = None
     generation: int = -1
     queued: int = 0
+    # the statements prepared on ``conn`` (``wire``)
+    prepared: set[bytes] = field(default_factory=set)
 
 
 class AsyncLanes:
@@ -106,7 +114,7 @@ class AsyncLanes:
         for attempt in (0, 1):
             conn, fresh = await self._connection(lane)
             try:
-                return await write(conn, steps)
+                return await write(conn.pgconn, steps, lane.prepared)
             except psycopg.Error as exc:
                 if conn.closed or conn.broken:
                     _finish(lane)
@@ -128,21 +136,30 @@ class AsyncLanes:
             return conn, False
         _finish(lane)
         generation = self._link.generation
-        lane.conn = await self._link.connect_async()
-        lane.generation = generation
-        return lane.conn, True
+        conn = await self._link.connect_async()
+        try:
+            conn.pgconn.nonblocking = 1
+            conn.pgconn.enter_pipeline_mode()  # for good: only ``write`` uses the connection
+        except psycopg.Error as exc:
+            conn.pgconn.finish()
+            raise self._link.failed(exc) from exc
+        lane.conn, lane.generation, lane.prepared = conn, generation, set()
+        return conn, True
 
 
 def _finish(lane: _Lane) -> None:
     """Close ``lane``'s connection without the loop (libpq's own close, which sends Terminate)."""
     conn, lane.conn = lane.conn, None
+    lane.prepared = set()
     if conn is not None and not conn.closed:
         conn.pgconn.finish()
 
 
-async def write(conn: AConn, steps: Sequence[Step]) -> None:
-    """One batch's ``steps`` in one transaction and one round trip; a serialisation failure or
-    deadlock runs the transaction again.
+async def write(pgconn: PGconn, steps: Sequence[Step], prepared: set[bytes]) -> None:
+    """One batch's ``steps`` in one transaction and one round trip on a connection in pipeline
+    mode; a serialisation failure or deadlock runs the transaction again. ``prepared``: the
+    statements this connection has prepared (those it lacks are prepared first, in the same
+    round trip, and added).
 
     The connection is in autocommit mode and the statements go in one pipeline that ends in its
     only Sync: PostgreSQL runs everything before a Sync as one implicit transaction, committed at
@@ -150,10 +167,70 @@ async def write(conn: AConn, steps: Sequence[Step]) -> None:
     would cost two more round trips (its BEGIN, its COMMIT)."""
     for attempt in range(SERIALIZATION_RETRIES + 1):
         try:
-            async with conn.pipeline(), conn.cursor() as cur:
-                for sql, rows in steps:
-                    await cur.executemany(sql.encode(), rows)
-            return
+            return await _transact(pgconn, steps, prepared)
         except psycopg.Error as exc:
             if not is_retryable(exc) or attempt == SERIALIZATION_RETRIES:
                 raise
+
+
+async def _transact(pgconn: PGconn, steps: Sequence[Step], prepared: set[bytes]) -> None:
+    """Send the transaction (after the statements it needs prepared, under a Sync of their own, so
+    that a refused transaction leaves them prepared), flush, and read up to its Sync; the
+    event loop waits for the socket in between, once per round trip."""
+    missing: dict[bytes, wire.Statement] = {}
+    sends: list[tuple[wire.Statement, Sequence[object]]] = []
+    for sql, rows in steps:
+        st = wire.statement(sql)
+        if st.name not in prepared:
+            missing[st.name] = st
+        sends += [(st, row) for row in rows]
+    for st in missing.values():
+        pgconn.send_prepare(st.name, st.query)
+    if missing:
+        pgconn.pipeline_sync()
+    for st, row in sends:
+        params, formats = st.params(row)
+        pgconn.send_query_prepared(st.name, params, formats)
+    pgconn.pipeline_sync()
+    loop = asyncio.get_running_loop()
+    while pgconn.flush():  # 1: more to send once the socket takes it
+        await _ready(loop, pgconn, write=True)
+    if missing:
+        await _results(loop, pgconn)
+        prepared.update(missing)
+    await _results(loop, pgconn)
+
+
+async def _results(loop: asyncio.AbstractEventLoop, pgconn: PGconn) -> None:
+    """Read the results up to the next Sync; raise the first statement's error (the statements
+    after it were skipped, and the transaction kept nothing)."""
+    error: psycopg.Error | None = None
+    for _ in range(1_000_000):  # bounded: a result per statement, then the Sync
+        while pgconn.is_busy():
+            await _ready(loop, pgconn, write=False)
+            pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:  # the end of one statement's results
+            continue
+        if result.status == ExecStatus.PIPELINE_SYNC:
+            break
+        if result.status == ExecStatus.FATAL_ERROR and error is None:
+            error = errors.error_from_result(result, encoding="utf-8")
+    if error is not None:
+        raise error
+
+
+async def _ready(loop: asyncio.AbstractEventLoop, pgconn: PGconn, *, write: bool) -> None:
+    """Wait until the connection's socket can be written (or read)."""
+    fd = pgconn.socket
+    ready = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    (loop.add_writer if write else loop.add_reader)(fd, wake)
+    try:
+        await ready
+    finally:
+        (loop.remove_writer if write else loop.remove_reader)(fd)
