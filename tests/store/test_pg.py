@@ -4,7 +4,6 @@ the sync flag, damaged rows, error mapping at the edge and reconnecting after an
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -15,15 +14,16 @@ import pytest
 from psycopg import errors as pgerr
 
 from tests.support.pg import PgServer
-from tests.support.stall_proxy import StallProxy, StallProxyProcess
+from tests.support.stall_proxy import StallProxy
 from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.store.dsn import redact
-from toolnexus_daemon.store.postgres import lanes
+from toolnexus_daemon.store.postgres import lanes, wire
 from toolnexus_daemon.store.postgres.link import Link
 from toolnexus_daemon.store.postgres.schema import SCHEMA_VERSION
 from toolnexus_daemon.store.postgres.store import PgStore
+from toolnexus_daemon.store.postgres.write import UPSERT
 
 from .samples import event, record
 
@@ -224,38 +224,64 @@ async def test_reads_through_read_overlap_and_leave_the_event_loop_free(pg_dsn: 
         proxy.close()
 
 
-async def test_a_commit_is_answered_while_the_event_loop_is_busy(pg_dsn: str) -> None:
-    """Through a proxy in its own process (20 ms each way, a 40 ms round trip), with the event loop
-    busy (work in 2 ms slices, as under many clients) and threads switching the GIL only every
-    50 ms: a commit still takes about its round trip. The loop sends the transaction and reads its
-    answer itself between slices; a writer thread would wait for the GIL to be woken and again
-    for the answer (50 ms each here: 140 ms and more)."""
-    proxy, slow_dsn = StallProxyProcess.for_dsn(pg_dsn, delay=0.02)
-    store = PgStore(slow_dsn)
-    interval = sys.getswitchinterval()
+
+async def test_a_commit_sends_one_statement_per_table_in_one_transaction(pg_dsn: str) -> None:
+    """A batch of many rows reaches the server as one statement per table (the rows as arrays),
+    all in one transaction: statement-level triggers log each statement and its transaction."""
+    store = PgStore(pg_dsn)
+    sql(pg_dsn, "CREATE TABLE seen (tab text, xid xid8)")
+    sql(pg_dsn, "CREATE FUNCTION log_statement() RETURNS trigger AS $$ BEGIN "
+                "INSERT INTO seen VALUES (TG_TABLE_NAME, pg_current_xact_id()); RETURN NULL; END $$ "
+                "LANGUAGE plpgsql")
+    for table in ("tn_runtimes", "tn_handles", "tn_messages", "tn_checkpoints", "tn_events"):
+        sql(pg_dsn, f"CREATE TRIGGER log_{table} AFTER INSERT ON {table} FOR EACH STATEMENT "
+                    "EXECUTE FUNCTION log_statement()")
     try:
-        await store.commit(Batch(runtimes={"warm": {"v": 0}}))  # the lane's connection opened
-        busy = True
-
-        async def spin() -> None:
-            while busy:  # ends with the test; each slice holds the GIL 2 ms, then lets the loop run
-                end = time.perf_counter() + 0.002
-                while time.perf_counter() < end:
-                    pass
-                await asyncio.sleep(0)
-
-        sys.setswitchinterval(0.05)
-        spinner = asyncio.create_task(spin())
-        try:
-            await asyncio.sleep(0.01)
-            took = [await _timed(store.commit(Batch(runtimes={"a": {"v": i}}, events=[event("a", i + 1)])))
-                    for i in range(3)]
-        finally:
-            busy = False
-            await spinner
-        assert store.events("a")[-1].seq == 3
-        assert min(took) < 0.09, f"commits took {[round(t * 1000) for t in took]} ms for a 40 ms round trip"
+        await store.commit(Batch(
+            runtimes={f"r{i}": {"v": i} for i in range(3)},
+            handles={("r0", f"h{i}"): record(id=f"h{i}") for i in range(5)},
+            messages=[("r0", "h0", i, {"role": "user", "content": f"m{i}"}) for i in range(8)],
+            checkpoints={("r0", f"h{i}"): {"step": i} for i in range(4)},
+            events=[event("r0", i + 1) for i in range(10)]))
+        seen = sql(pg_dsn, "SELECT tab, count(*), count(DISTINCT xid) FROM seen GROUP BY tab ORDER BY tab")
+        assert seen == [("tn_checkpoints", 1, 1), ("tn_events", 1, 1), ("tn_handles", 1, 1),
+                        ("tn_messages", 1, 1), ("tn_runtimes", 1, 1)]
+        assert sql(pg_dsn, "SELECT count(DISTINCT xid) FROM seen") == [(1,)]
+        assert [store.get_handle("r0", f"h{i}") for i in range(5)] == [record(id=f"h{i}") for i in range(5)]
+        assert [m["content"] for m in store.messages("r0", "h0")] == [f"m{i}" for i in range(8)]
+        assert [e.seq for e in store.events("r0")] == list(range(1, 11))
     finally:
-        sys.setswitchinterval(interval)
         store.close()
-        proxy.close()
+
+
+async def test_parameters_reach_the_server_as_written(pg_dsn: str) -> None:
+    """What ``wire`` encodes by hand (binary arrays, text parameters) reads back as it was written:
+    NULLs among values, text beyond ASCII, empty and binary values, the extremes of bigint and
+    doubles, booleans, and the same statement again on the connection that prepared it."""
+    store = PgStore(pg_dsn)
+    odd = "é ✓ \\ \" {braces}, 'quote', NULL, a,b"
+    try:
+        await store.commit(Batch(runtimes={odd: {"text": odd, "empty": ""}},
+                                 events=[event(odd, 1), event(odd, (1 << 63) - 1)]))
+        await store.commit(Batch(handles={(odd, "h"): record(id="h")}))
+        assert store.get_runtime(odd) == {"text": odd, "empty": ""}
+        assert [e.seq for e in store.events(odd)] == [1, (1 << 63) - 1]
+        assert store.get_handle(odd, "h") == record(id="h")
+    finally:
+        store.close()
+    upsert = wire.statement(UPSERT["handles"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.pgconn.nonblocking = 1
+        conn.pgconn.enter_pipeline_mode()
+        rows = [("w", "a", b"", True, None, "approval", 1.5e-300, None),
+                ("w", "b", bytes(range(256)), False, "suspended", None, -0.0, 1.7976931348623157e308)]
+        step = (UPSERT["handles"], [tuple(list(c) for c in zip(*rows, strict=True))])
+        prepared: set[bytes] = set()
+        await lanes.write(conn.pgconn, [step], prepared)  # prepared here
+        assert prepared == {upsert.name}
+        await lanes.write(conn.pgconn, [step], prepared)  # and reused
+        conn.pgconn.exit_pipeline_mode()
+        got = conn.execute("SELECT hid, value, recover, state, open_kind, since, expires FROM tn_handles "
+                           "WHERE rid = 'w' ORDER BY hid").fetchall()
+    assert got == [("a", b"", True, None, "approval", 1.5e-300, None),
+                   ("b", bytes(range(256)), False, "suspended", None, -0.0, 1.7976931348623157e308)]
