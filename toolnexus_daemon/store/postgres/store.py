@@ -47,12 +47,12 @@ from .link import Link, OneConnection
 from .write import prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
-# writer connections, each committing its lane's transactions in order: at a few ms to the database
-# a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap. Two,
-# not more: every transaction costs the daemon about 1 ms of CPU (the batch encoded on the event
-# loop, the pipeline on the lane's thread, the hand-backs), and an idle lane takes a change alone
-# where a busy one groups it with others, so more lanes meant more transactions per cycle and less
-# throughput wherever the daemon's CPU binds (bench/README.md, "PostgreSQL a network away")
+# commit lanes (a connection each, ``lanes``), each committing its transactions in order: at a few ms
+# to the database a transaction is a round trip, so lanes are what lets the commits of many runtimes
+# overlap. Two, not more: a transaction costs the daemon CPU (about 0.3 ms since the lanes run on
+# the event loop, a statement per table) and the server a WAL flush, and an idle lane takes a change
+# alone where a busy one groups it with others: 3 and 4 lanes made 3.2-4.9 transactions per cycle
+# against 2.1-2.5 and were no faster at 1 or 3 ms (bench/README.md, "PostgreSQL a network away")
 COMMIT_LANES = 2
 # reader threads (a connection each) serving ``read``: how many reads may be in flight at once; more
 # wait their turn in the executor's queue, off the event loop

@@ -153,7 +153,7 @@ def _keyed(table: Table, records: Mapping[HandleKey, JSON | None], key_of: Calla
     return [(DELETE[table.value], deletes), *_many(UPSERT[table.value], puts)]
 
 
-def _many(sql: str, rows: list[Row]) -> list[Step]:
+def _many(sql: str, rows: Sequence[Row]) -> list[Step]:
     """``rows`` as the one parameter row of a statement of the array form (``UPSERT``, ``FENCE``):
     each column a list. Deletes stay a statement per row: a join on an array can be planned, and
     cached, as a scan of the whole table."""
