@@ -14,7 +14,7 @@ import pytest
 from psycopg import errors as pgerr
 
 from tests.support.pg import PgServer
-from tests.support.stall_proxy import StallProxy
+from tests.support.stall_proxy import StallProxy, StallProxyProcess
 from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
@@ -285,3 +285,25 @@ async def test_parameters_reach_the_server_as_written(pg_dsn: str) -> None:
                            "WHERE rid = 'w' ORDER BY hid").fetchall()
     assert got == [("a", b"", True, None, "approval", 1.5e-300, None),
                    ("b", bytes(range(256)), False, "suspended", None, -0.0, 1.7976931348623157e308)]
+
+
+def test_the_proxy_process_delays_each_way_and_reports_how_late(pg_dsn: str) -> None:
+    """The benchmarks' proxy in its own process: a query's round trip through it is twice the delay
+    (a little more, never less), and it reports how late it passed chunks on."""
+    proxy, slow_dsn = StallProxyProcess.for_dsn(pg_dsn, delay=0.02)
+    try:
+        with psycopg.connect(slow_dsn, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+            proxy.late()  # the connection's start-up apart
+            took = []
+            for _ in range(5):
+                started = time.perf_counter()
+                conn.execute("SELECT 1")
+                took.append(time.perf_counter() - started)
+        late = proxy.late()
+        shown = [round(t * 1000, 1) for t in took]
+        assert 0.04 <= min(took) < 0.07, f"round trips of {shown} ms for 2 x 20 ms"
+        assert late["count"] >= 10 and 0 <= late["p50_ms"] < 10
+    finally:
+        proxy.close()
+    assert proxy.proc is None
