@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import errors as pgerr
+from psycopg.pq import TransactionStatus
 
 from tests.support.pg import PgServer
 from tests.support.stall_proxy import StallProxy, StallProxyProcess
@@ -280,6 +281,10 @@ async def test_parameters_reach_the_server_as_written(pg_dsn: str) -> None:
         await lanes.write(conn.pgconn, [step], prepared)  # prepared here
         assert prepared == {upsert.name}
         await lanes.write(conn.pgconn, [step], prepared)  # and reused
+        assert conn.pgconn.transaction_status == TransactionStatus.IDLE  # every result read
+        with pytest.raises(pgerr.NotNullViolation):  # refused: read up to its Sync, the connection idle
+            await lanes.write(conn.pgconn, [(UPSERT["runtimes"], [(["w"], [None])])], prepared)
+        assert conn.pgconn.transaction_status == TransactionStatus.IDLE
         conn.pgconn.exit_pipeline_mode()
         got = conn.execute("SELECT hid, value, recover, state, open_kind, since, expires FROM tn_handles "
                            "WHERE rid = 'w' ORDER BY hid").fetchall()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import errors
-from psycopg.pq import ExecStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.pq.abc import PGconn
 
 from ...errors import StoreError
@@ -115,19 +115,18 @@ class AsyncLanes:
             conn, fresh = await self._connection(lane)
             try:
                 return await write(conn.pgconn, steps, lane.prepared)
-            except psycopg.Error as exc:
-                if conn.closed or conn.broken:
+            except BaseException as exc:
+                # a statement the server refused leaves the connection idle, its results read up to the
+                # Sync; anything else (a lost connection, the loop going away mid-transaction, a bug)
+                # may leave results owed or statements sent without their Sync: never reused
+                if conn.closed or conn.broken or conn.pgconn.transaction_status != TransactionStatus.IDLE:
                     _finish(lane)
-                if attempt == 0 and not fresh and is_connection_error(exc):
-                    continue
-                raise self._link.failed(exc) from exc
-            except StoreError:
-                raise
-            except Exception as exc:  # a bug: the caller still hears a store error, the lane goes on
-                _finish(lane)
-                raise StoreError(f"store write failed: {exc!r}") from exc
-            except asyncio.CancelledError:  # the loop is going away mid-transaction: nothing of it kept
-                _finish(lane)
+                if isinstance(exc, psycopg.Error):
+                    if attempt == 0 and not fresh and is_connection_error(exc):
+                        continue
+                    raise self._link.failed(exc) from exc
+                if isinstance(exc, Exception) and not isinstance(exc, StoreError):
+                    raise StoreError(f"store write failed: {exc!r}") from exc  # the lane goes on
                 raise
 
     async def _connection(self, lane: _Lane) -> tuple[AConn, bool]:
@@ -178,19 +177,18 @@ async def _transact(pgconn: PGconn, steps: Sequence[Step], prepared: set[bytes])
     that a refused transaction leaves them prepared), flush, and read up to its Sync; the
     event loop waits for the socket in between, once per round trip."""
     missing: dict[bytes, wire.Statement] = {}
-    sends: list[tuple[wire.Statement, Sequence[object]]] = []
-    for sql, rows in steps:
+    sends: list[tuple[bytes, list[bytes | None], list[int]]] = []
+    for sql, rows in steps:  # every parameter encoded before anything is sent
         st = wire.statement(sql)
         if st.name not in prepared:
             missing[st.name] = st
-        sends += [(st, row) for row in rows]
+        sends += [(st.name, *st.params(row)) for row in rows]
     for st in missing.values():
         pgconn.send_prepare(st.name, st.query)
     if missing:
         pgconn.pipeline_sync()
-    for st, row in sends:
-        params, formats = st.params(row)
-        pgconn.send_query_prepared(st.name, params, formats)
+    for name, params, formats in sends:
+        pgconn.send_query_prepared(name, params, formats)
     pgconn.pipeline_sync()
     loop = asyncio.get_running_loop()
     while pgconn.flush():  # 1: more to send once the socket takes it
