@@ -1,9 +1,13 @@
 """PostgreSQL a network away: do round trips of many runtimes overlap, and does the event loop stay free?
 
 One durable embedded PostgreSQL server (``pg_server.DurablePg``, unix socket) behind
-a delaying proxy (``tests/support/stall_proxy.StallProxy`` with ``delay``: every chunk
+a delaying proxy (``tests/support/stall_proxy.StallProxyProcess`` with ``delay``: every chunk
 passed on ``delay`` after it arrived, each way, so a round trip costs twice the delay
-however many are in flight). One daemon on that database; the cycle is the bench's
+however many are in flight). The proxy runs in a process of its own, started and stopped
+with each daemon, so its delay is not stretched by waiting for this process's GIL while
+the 16 clients run (``--proxy-thread``: in a thread of this process, as before); how late
+it passed chunks on during the 16-client run is reported (``proxy_late_p50_ms`` …). One
+daemon on that database; the cycle is the bench's
 (spawn, wake, wait → pending, resume → done: a model call, a tool call that suspends,
 the answer, a model call). Measured, per delay:
 
@@ -13,7 +17,7 @@ the answer, a model call). Measured, per delay:
 * during the 16-client run, a gRPC health ``Check`` every 50 ms on its own channel: its
   latency p50 / p99 (what every RPC waits behind when the event loop is held);
 * where the CPU of the 16-client run went, per cycle (``/proc``): the daemon (its event loop
-  apart from its other threads), this process's clients and its proxy thread, the database
+  apart from its other threads), this process's clients, the proxy, the database
   server's processes, and the whole machine in cores busy (``others_cores_busy``: what other
   processes took meanwhile); from the daemon's metrics endpoint, the changes and write
   transactions per cycle and a commit's mean time in the store.
@@ -53,7 +57,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support.daemon import DaemonProcess
-from tests.support.stall_proxy import StallProxy
+from tests.support.stall_proxy import StallProxy, StallProxyProcess
 
 from .common import log, workdir
 from .cpu import thread_cpu
@@ -121,8 +125,11 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else 0.0
 
 
+Proxy = StallProxy | StallProxyProcess
+
+
 def _measure(tree: Path, dsn: str | None, base: Path, name: str, clients: int, cycles: int,
-             server_pid: int | None = None) -> dict[str, Any]:
+             server_pid: int | None = None, proxy: Proxy | None = None) -> dict[str, Any]:
     env = {"PYTHONPATH": f"{tree}:{tree / 'clients' / 'python'}"}
     metrics = f"127.0.0.1:{_free_port()}"
     proc = DaemonProcess(base / name, *(("--store", dsn) if dsn else ()), "--metrics-listen", metrics,
@@ -132,14 +139,19 @@ def _measure(tree: Path, dsn: str | None, base: Path, name: str, clients: int, c
         target = proc.target
         one = asyncio.run(_one_client(target, cycles))
         assert proc.proc is not None
-        before = _Counters.read(proc.proc.pid, server_pid, metrics)
+        proxy_pid = proxy.pid if isinstance(proxy, StallProxyProcess) else None
+        before = _Counters.read(proc.proc.pid, server_pid, metrics, proxy_pid)
+        if proxy is not None:
+            proxy.late()  # from here on: the 16-client run's chunks
         many, probes = asyncio.run(_many_clients(target, clients, cycles))
-        spent = _Counters.read(proc.proc.pid, server_pid, metrics).minus(before)
+        spent = _Counters.read(proc.proc.pid, server_pid, metrics, proxy_pid).minus(before)
+        late = proxy.late() if proxy is not None else {}
     finally:
         proc.stop(timeout=60)
     done = clients * (cycles + 1)  # with the warm-up cycle
     return {"one": one, "many": many, "speedup": many / one, "probe_p50_ms": _pct(probes, 0.5),
-            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes), **spent.per_cycle(done)}
+            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes), **spent.per_cycle(done),
+            **{f"proxy_late_{k}": v for k, v in late.items() if k != "count"}}
 
 
 def _free_port() -> int:
@@ -166,12 +178,15 @@ class _Counters:
     values: dict[str, float]
 
     @classmethod
-    def read(cls, pid: int, server_pid: int | None, metrics: str) -> _Counters:
+    def read(cls, pid: int, server_pid: int | None, metrics: str, proxy_pid: int | None = None) -> _Counters:
         values: dict[str, float] = {"daemon_cpu": _cpu_seconds(pid), "client_cpu": time.process_time()}
         for thread, seconds in thread_cpu(pid).items():
             group = next((g for prefix, g in THREAD_GROUPS if thread.startswith(prefix)), "other")
             values[f"daemon_{group}_cpu"] = values.get(f"daemon_{group}_cpu", 0.0) + seconds
-        values["proxy_cpu"] = _proxy_cpu()
+        if proxy_pid is None:
+            values["proxy_cpu"] = _proxy_cpu()
+        else:  # a process of its own: counted apart from this one's and added to what ran
+            values["proxy_process_cpu"] = values["proxy_cpu"] = _cpu_seconds(proxy_pid)
         values["wall"] = time.perf_counter()
         values["machine_busy"], values["machine_all"] = _machine_ticks()
         if server_pid is not None:
@@ -185,7 +200,9 @@ class _Counters:
     def per_cycle(self, done: int) -> dict[str, float]:
         v = self.values
         out = {f"{k}_ms_per_cycle": v[k] * 1000 / done for k in sorted(v) if k.endswith("_cpu")}
-        out["client_cpu_ms_per_cycle"] -= v.get("proxy_cpu", 0.0) * 1000 / done  # the proxy apart
+        if "proxy_process_cpu" not in v:  # the proxy thread's CPU apart from the clients'
+            out["client_cpu_ms_per_cycle"] -= v.get("proxy_cpu", 0.0) * 1000 / done
+        out.pop("proxy_process_cpu_ms_per_cycle", None)
         if v.get("transactions"):
             out["changes_per_cycle"] = v["changes"] / done
             out["transactions_per_cycle"] = v["transactions"] / done
@@ -195,7 +212,7 @@ class _Counters:
         # the whole machine during the run, in cores busy: this run's processes and everyone else's
         cores = os.cpu_count() or 1
         out["machine_cores_busy"] = cores * v["machine_busy"] / v["machine_all"] if v["machine_all"] else 0.0
-        ours = sum(v.get(k, 0.0) for k in ("daemon_cpu", "client_cpu", "server_cpu"))
+        ours = sum(v.get(k, 0.0) for k in ("daemon_cpu", "client_cpu", "server_cpu", "proxy_process_cpu"))
         out["others_cores_busy"] = out["machine_cores_busy"] - ours / v["wall"]
         return out
 
@@ -251,7 +268,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _reps(trees: dict[str, str], args: argparse.Namespace,
-          store_for: Callable[[str, int], tuple[str | None, StallProxy | None]], base: Path,
+          store_for: Callable[[str, int], tuple[str | None, Proxy | None]], base: Path,
           label: str, server_pid: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every tree ``args.reps`` times, the order rotated each repetition (who goes first alternates)."""
     by_tree: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
@@ -262,7 +279,7 @@ def _reps(trees: dict[str, str], args: argparse.Namespace,
             dsn, proxy = store_for(name, rep)
             try:
                 fig = _measure(Path(trees[name]).resolve(), dsn, base, f"{name}-{label}-{rep}",
-                               args.clients, args.cycles, server_pid)
+                               args.clients, args.cycles, server_pid, proxy)
             finally:
                 if proxy is not None:
                     proxy.close()
@@ -285,6 +302,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--lmdb", action="store_true", help="the daemon on synced LMDB instead (no proxy)")
+    parser.add_argument("--proxy-thread", action="store_true",
+                        help="the proxy in a thread of this process (sharing its GIL with the clients), "
+                             "not a process of its own")
     parser.add_argument("--fused", action="store_true",
                         help="the fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs instead of 4)")
     args = parser.parse_args()
@@ -298,9 +318,10 @@ def main() -> None:
     else:
         with durable_server() as pg, workdir("tnx-pgo-") as base:
             for delay in args.delay_ms or [3.0]:
-                def through_proxy(name: str, rep: int, delay: float = delay) -> tuple[str, StallProxy]:
+                def through_proxy(name: str, rep: int, delay: float = delay) -> tuple[str, Proxy]:
                     dsn = pg.fresh_database(f"pgo_{name}_{rep}")
-                    proxy, slow = StallProxy.for_dsn(dsn, delay=delay / 1000)
+                    kind = StallProxy if args.proxy_thread else StallProxyProcess
+                    proxy, slow = kind.for_dsn(dsn, delay=delay / 1000)
                     return slow, proxy
 
                 results[f"{delay:g}ms"] = _reps(trees, args, through_proxy, base, f"{delay:g}ms",
@@ -310,7 +331,7 @@ def main() -> None:
     print(json.dumps(summary, indent=1))
     if args.out:
         args.out.write_text(json.dumps({"runs": results, "median": summary, "argv": sys.argv,
-                                        "pid": os.getpid()}, indent=1))
+                                        "pid": os.getpid(), "load_average": os.getloadavg()}, indent=1))
 
 
 if __name__ == "__main__":

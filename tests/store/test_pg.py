@@ -12,17 +12,19 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import errors as pgerr
+from psycopg.pq import TransactionStatus
 
 from tests.support.pg import PgServer
-from tests.support.stall_proxy import StallProxy
+from tests.support.stall_proxy import StallProxy, StallProxyProcess
 from toolnexus_daemon.config import load
 from toolnexus_daemon.errors import FormatTooNew, StoreError, StoreFull, StoreUnavailable
 from toolnexus_daemon.store import Batch
 from toolnexus_daemon.store.dsn import redact
+from toolnexus_daemon.store.postgres import lanes, wire
 from toolnexus_daemon.store.postgres.link import Link
 from toolnexus_daemon.store.postgres.schema import SCHEMA_VERSION
 from toolnexus_daemon.store.postgres.store import PgStore
-from toolnexus_daemon.store.postgres.write import _write
+from toolnexus_daemon.store.postgres.write import UPSERT
 
 from .samples import event, record
 
@@ -102,44 +104,22 @@ def test_errors_at_the_edge_mean_what_callers_can_act_on(pg_dsn: str) -> None:
     link.close()
 
 
-class _FlakyConn:
-    """A connection whose first transactions hit serialisation failures (at the pipeline's Sync,
-    where a transaction of one round trip commits)."""
+async def test_a_serialisation_failure_runs_the_transaction_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[int] = []
 
-    def __init__(self, failures: int) -> None:
-        self.failures, self.runs = failures, 0
+    async def flaky(failures: int) -> None:
+        runs.append(1)
+        if len(runs) <= failures:
+            raise pgerr.SerializationFailure("could not serialize access")
 
-    def pipeline(self) -> Any:
-        return self._ctx()
-
-    def cursor(self) -> Any:
-        return self._ctx(fail=False)
-
-    def _ctx(self, fail: bool = True) -> Any:
-        outer = self
-
-        class Ctx:
-            def __enter__(self) -> Ctx:
-                return self
-
-            def executemany(self, *_: object) -> None:
-                outer.runs += 1
-
-            def __exit__(self, *exc: object) -> None:
-                if fail and outer.failures:
-                    outer.failures -= 1
-                    raise pgerr.SerializationFailure("could not serialize access")
-
-        return Ctx()
-
-
-def test_a_serialisation_failure_runs_the_transaction_again() -> None:
-    steps: list[tuple[str, list[tuple[object, ...]]]] = [("INSERT …", [(1,)])]
-    conn = _FlakyConn(failures=2)
-    _write(conn, steps)  # type: ignore[arg-type]
-    assert conn.runs == 3 and conn.failures == 0
+    monkeypatch.setattr(lanes, "_transact", lambda *_: flaky(2))
+    await lanes.write(None, [], set())  # type: ignore[arg-type]
+    assert len(runs) == 3
+    runs.clear()
+    monkeypatch.setattr(lanes, "_transact", lambda *_: flaky(99))
     with pytest.raises(pgerr.SerializationFailure):
-        _write(_FlakyConn(failures=99), steps)  # type: ignore[arg-type]
+        await lanes.write(None, [], set())  # type: ignore[arg-type]
+    assert len(runs) == lanes.SERIALIZATION_RETRIES + 1
 
 
 async def test_reads_and_commits_recover_after_the_server_restarts(pg_server: PgServer, pg_dsn: str) -> None:
@@ -243,3 +223,92 @@ async def test_reads_through_read_overlap_and_leave_the_event_loop_free(pg_dsn: 
     finally:
         store.close()
         proxy.close()
+
+
+
+async def test_a_commit_sends_one_statement_per_table_in_one_transaction(pg_dsn: str) -> None:
+    """A batch of many rows reaches the server as one statement per table (the rows as arrays),
+    all in one transaction: statement-level triggers log each statement and its transaction."""
+    store = PgStore(pg_dsn)
+    sql(pg_dsn, "CREATE TABLE seen (tab text, xid xid8)")
+    sql(pg_dsn, "CREATE FUNCTION log_statement() RETURNS trigger AS $$ BEGIN "
+                "INSERT INTO seen VALUES (TG_TABLE_NAME, pg_current_xact_id()); RETURN NULL; END $$ "
+                "LANGUAGE plpgsql")
+    for table in ("tn_runtimes", "tn_handles", "tn_messages", "tn_checkpoints", "tn_events"):
+        sql(pg_dsn, f"CREATE TRIGGER log_{table} AFTER INSERT ON {table} FOR EACH STATEMENT "
+                    "EXECUTE FUNCTION log_statement()")
+    try:
+        await store.commit(Batch(
+            runtimes={f"r{i}": {"v": i} for i in range(3)},
+            handles={("r0", f"h{i}"): record(id=f"h{i}") for i in range(5)},
+            messages=[("r0", "h0", i, {"role": "user", "content": f"m{i}"}) for i in range(8)],
+            checkpoints={("r0", f"h{i}"): {"step": i} for i in range(4)},
+            events=[event("r0", i + 1) for i in range(10)]))
+        seen = sql(pg_dsn, "SELECT tab, count(*), count(DISTINCT xid) FROM seen GROUP BY tab ORDER BY tab")
+        assert seen == [("tn_checkpoints", 1, 1), ("tn_events", 1, 1), ("tn_handles", 1, 1),
+                        ("tn_messages", 1, 1), ("tn_runtimes", 1, 1)]
+        assert sql(pg_dsn, "SELECT count(DISTINCT xid) FROM seen") == [(1,)]
+        assert [store.get_handle("r0", f"h{i}") for i in range(5)] == [record(id=f"h{i}") for i in range(5)]
+        assert [m["content"] for m in store.messages("r0", "h0")] == [f"m{i}" for i in range(8)]
+        assert [e.seq for e in store.events("r0")] == list(range(1, 11))
+    finally:
+        store.close()
+
+
+async def test_parameters_reach_the_server_as_written(pg_dsn: str) -> None:
+    """What ``wire`` encodes by hand (binary arrays, text parameters) reads back as it was written:
+    NULLs among values, text beyond ASCII, empty and binary values, the extremes of bigint and
+    doubles, booleans, and the same statement again on the connection that prepared it."""
+    store = PgStore(pg_dsn)
+    odd = "é ✓ \\ \" {braces}, 'quote', NULL, a,b"
+    try:
+        await store.commit(Batch(runtimes={odd: {"text": odd, "empty": ""}},
+                                 events=[event(odd, 1), event(odd, (1 << 63) - 1)]))
+        await store.commit(Batch(handles={(odd, "h"): record(id="h")}))
+        assert store.get_runtime(odd) == {"text": odd, "empty": ""}
+        assert [e.seq for e in store.events(odd)] == [1, (1 << 63) - 1]
+        assert store.get_handle(odd, "h") == record(id="h")
+    finally:
+        store.close()
+    upsert = wire.statement(UPSERT["handles"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.pgconn.nonblocking = 1
+        conn.pgconn.enter_pipeline_mode()
+        rows = [("w", "a", b"", True, None, "approval", 1.5e-300, None),
+                ("w", "b", bytes(range(256)), False, "suspended", None, -0.0, 1.7976931348623157e308)]
+        step = (UPSERT["handles"], [tuple(list(c) for c in zip(*rows, strict=True))])
+        prepared: set[bytes] = set()
+        await lanes.write(conn.pgconn, [step], prepared)  # prepared here
+        assert prepared == {upsert.name}
+        await lanes.write(conn.pgconn, [step], prepared)  # and reused
+        assert conn.pgconn.transaction_status == TransactionStatus.IDLE  # every result read
+        with pytest.raises(pgerr.NotNullViolation):  # refused: read up to its Sync, the connection idle
+            await lanes.write(conn.pgconn, [(UPSERT["runtimes"], [(["w"], [None])])], prepared)
+        assert conn.pgconn.transaction_status == TransactionStatus.IDLE
+        conn.pgconn.exit_pipeline_mode()
+        got = conn.execute("SELECT hid, value, recover, state, open_kind, since, expires FROM tn_handles "
+                           "WHERE rid = 'w' ORDER BY hid").fetchall()
+    assert got == [("a", b"", True, None, "approval", 1.5e-300, None),
+                   ("b", bytes(range(256)), False, "suspended", None, -0.0, 1.7976931348623157e308)]
+
+
+def test_the_proxy_process_delays_each_way_and_reports_how_late(pg_dsn: str) -> None:
+    """The benchmarks' proxy in its own process: a query's round trip through it is twice the delay
+    (a little more, never less), and it reports how late it passed chunks on."""
+    proxy, slow_dsn = StallProxyProcess.for_dsn(pg_dsn, delay=0.02)
+    try:
+        with psycopg.connect(slow_dsn, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+            proxy.late()  # the connection's start-up apart
+            took = []
+            for _ in range(5):
+                started = time.perf_counter()
+                conn.execute("SELECT 1")
+                took.append(time.perf_counter() - started)
+        late = proxy.late()
+        shown = [round(t * 1000, 1) for t in took]
+        assert 0.04 <= min(took) < 0.07, f"round trips of {shown} ms for 2 x 20 ms"
+        assert late["count"] >= 10 and 0 <= late["p50_ms"] < 10
+    finally:
+        proxy.close()
+    assert proxy.proc is None

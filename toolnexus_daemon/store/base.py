@@ -126,7 +126,7 @@ class Store(Protocol):
     @property
     def commit_lanes(self) -> int:
         """How many commits may be in flight at once, each in its own ``lane`` (PostgreSQL: a
-        writer connection each; LMDB and memory: 1, one writer)."""
+        connection each; LMDB and memory: 1, one writer)."""
         ...
 
     async def commit(self, batch: Batch, lane: int = 0) -> None:

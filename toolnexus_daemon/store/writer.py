@@ -1,7 +1,9 @@
-"""The writer both durable stores hold: commit lanes, each one thread writing one batch per
-transaction in call order, and the hand-over from the event loop that a cancelled caller cannot undo.
+"""LMDB's writer: commit lanes, each one thread writing one batch per transaction in call order,
+and the hand-over from the event loop that a cancelled caller cannot undo. (PostgreSQL's lanes
+keep the same promises on the event loop itself, ``postgres.lanes``: a thread there cost a
+transaction two hand-offs of the GIL while the database was a round trip away.)
 
-What LMDB and PostgreSQL share is everything around a transaction: the batch is turned into
+What it holds is everything around a transaction: the batch is turned into
 the backend's operations on the caller's thread when ``commit`` is called (which snapshots it
 — the caller may reuse its dicts at once — surfaces a bad id or record before any transaction,
 and fixes its place in its lane's order); a lane's thread applies its batches one
@@ -11,11 +13,10 @@ a commit is never left half-decided; a failure the backend cannot describe still
 caller and never kills the thread. Grouping is not done here: the engine's committer already
 hands over one batch per group, of every runtime queued behind the previous commit.
 
-What differs is the backend's own I/O, the four methods of ``Backend``: its form of a batch
-(LMDB: byte-level puts and range drops with the handle indexes; PostgreSQL: SQL statements
-after the lease fences), one transaction of a lane (an LMDB write transaction; one pipeline
-on the lane's own connection), what a failure means to the caller (``StoreFull`` …), and
-whether commits are taken right now (PostgreSQL refuses at once while its database is down).
+The backend's own I/O is the four methods of ``Backend``: its form of a batch (LMDB:
+byte-level puts and range drops with the handle indexes), one transaction of a lane (an LMDB
+write transaction), what a failure means to the caller (``StoreFull`` …), and whether commits
+are taken right now.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ is the only layer that groups: the changes queued (by any runtime) while a
 transaction is being synced go down together as the next transaction — one
 fsync for all of them — so concurrent handles, of one runtime or of many, do
 not wait for each other's disk round trips. A store with several commit lanes
-(PostgreSQL: a writer connection each) gets a queue per lane, so the transactions of
+(PostgreSQL: a connection each) gets a queue per lane, so the transactions of
 different lanes overlap. A runtime stays in its lane while any change of it is queued or
 in flight (so its changes apply in call order); once all are durable its next change takes
 the least-loaded lane — an idle one if there is one, else the shortest queue, where it

@@ -88,16 +88,41 @@ class Link:
         except psycopg.Error as exc:
             raise self.failed(exc) from exc
 
-    def _open(self, autocommit: bool,
-              extra: dict[str, object] | None = None) -> psycopg.Connection[tuple[object, ...]]:
+    async def connect_async(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
+        """A new autocommit connection for the event loop (a commit lane's, ``lanes``), opened
+        without blocking it; raises ``StoreUnavailable`` when it cannot."""
+        if not self._up:
+            raise self.unavailable()
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True,
+                                                         **self._kwargs())  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise self.failed(exc) from exc
+        try:
+            await conn.execute(self._sync_sql())
+            return conn
+        except BaseException as exc:
+            conn.pgconn.finish()
+            if not isinstance(exc, psycopg.Error):
+                raise
+            raise self.failed(exc) from exc
+
+    def _kwargs(self, extra: dict[str, object] | None = None) -> dict[str, object]:
         kwargs: dict[str, object] = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1,
                                      "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
                                      "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
                                      "application_name": application_name(), **(extra or {})}
         if self._password is not None:
             kwargs["password"] = self._password
-        conn = psycopg.connect(self.dsn, autocommit=True, **kwargs)  # type: ignore[arg-type]
-        conn.execute("SET synchronous_commit = " + ("on" if self._sync else "off"))
+        return kwargs
+
+    def _sync_sql(self) -> str:
+        return "SET synchronous_commit = " + ("on" if self._sync else "off")
+
+    def _open(self, autocommit: bool,
+              extra: dict[str, object] | None = None) -> psycopg.Connection[tuple[object, ...]]:
+        conn = psycopg.connect(self.dsn, autocommit=True, **self._kwargs(extra))  # type: ignore[arg-type]
+        conn.execute(self._sync_sql())
         conn.autocommit = autocommit
         return conn
 

@@ -1,10 +1,11 @@
 """The ``Store`` protocol on PostgreSQL: the same contract as LMDB on a database many daemons can reach.
 
-Commits go through the shared ``writer.Writer`` over ``write.PgWrites``: ``COMMIT_LANES``
-lanes, each a thread with its own connection, one database transaction (one round trip)
-per batch, in call order within its lane, so the event loop never waits on a COMMIT and
-the transactions of runtimes in different lanes overlap; the engine's committer has already grouped the
-changes behind each (per lane, ``base.lane_of``).
+Commits go through ``lanes.AsyncLanes``: ``COMMIT_LANES`` lanes, each an asynchronous
+connection the event loop drives itself, one database transaction (one round trip) per
+batch, in call order within its lane, so the event loop never waits on a COMMIT and the
+transactions of runtimes in different lanes overlap; the engine's committer has already
+grouped the changes behind each (per lane, ``base.lane_of``). The batch becomes its SQL
+(``write.prepare``) on the caller's thread before the first await, as on LMDB.
 
 Reads are synchronous, as the protocol wants: each is one indexed query on an
 autocommit connection (so it sees every committed change). Made through ``read``
@@ -39,18 +40,19 @@ from ...model import JSON, Event
 from .. import codec
 from ..base import Batch, HandleCensus, HandleKey, PendingQuery, PendingRow, Store, StoreInfo, T
 from ..codec import FORMAT_VERSION, Table
-from ..writer import Writer, WriterStats
+from ..writer import WriterStats
 from . import pending, schema
+from .lanes import AsyncLanes
 from .link import Link, OneConnection
-from .write import PgWrites, Step
+from .write import prepare
 
 log = logging.getLogger("toolnexus_daemon.store")
-# writer connections, each committing its lane's transactions in order: at a few ms to the database
-# a transaction is a round trip, so lanes are what lets the commits of many runtimes overlap. Two,
-# not more: every transaction costs the daemon about 1 ms of CPU (the batch encoded on the event
-# loop, the pipeline on the lane's thread, the hand-backs), and an idle lane takes a change alone
-# where a busy one groups it with others, so more lanes meant more transactions per cycle and less
-# throughput wherever the daemon's CPU binds (bench/README.md, "PostgreSQL a network away")
+# commit lanes (a connection each, ``lanes``), each committing its transactions in order: at a few ms
+# to the database a transaction is a round trip, so lanes are what lets the commits of many runtimes
+# overlap. Two, not more: a transaction costs the daemon CPU (about 0.3 ms since the lanes run on
+# the event loop, a statement per table) and the server a WAL flush, and an idle lane takes a change
+# alone where a busy one groups it with others: 3 and 4 lanes made 3.2-4.9 transactions per cycle
+# against 2.1-2.5 and were no faster at 1 or 3 ms (bench/README.md, "PostgreSQL a network away")
 COMMIT_LANES = 2
 # reader threads (a connection each) serving ``read``: how many reads may be in flight at once; more
 # wait their turn in the executor's queue, off the event loop
@@ -80,9 +82,7 @@ class PgStore:
                                                         "to_version": after})
         self._size = 0
         self.commit_lanes = max(commit_lanes, 1)
-        self._writes = PgWrites(self.link, self.commit_lanes)
-        self._writer: Writer[Step] = Writer(self._writes, where=self.link.redacted, lanes=self.commit_lanes,
-                                            name="pg-commit")
+        self._lanes = AsyncLanes(self.link, self.commit_lanes)
         self._closed = False
         self._readers = ThreadPoolExecutor(max(read_connections, 1), thread_name_prefix="pg-read")
         self._local = threading.local()  # a reader (or worker) thread's own connection
@@ -93,14 +93,24 @@ class PgStore:
     # ------------------------------------------------------------------ writes
 
     async def commit(self, batch: Batch, lane: int = 0) -> None:
-        """Apply ``batch`` in one transaction on the writer of ``lane``; return once it is committed.
+        """Apply ``batch`` in one transaction on ``lane`` (others wrap); return once it is committed.
 
         As on LMDB (``writer.Writer.commit``): encoded and queued before the first await (which
-        fixes its order in its lane), and run to completion even if the awaiting task is cancelled."""
-        await self._writer.commit(batch, lane)
+        fixes its order in its lane), and run to completion even if the awaiting task is cancelled.
+        While the database is down it fails at once, naming it, instead of queueing."""
+        if self._closed:
+            raise StoreError(f"store {self.link.redacted} is closed")
+        steps = prepare(batch)
+        if not steps:
+            return
+        if not self.link.up:
+            raise self.link.unavailable()
+        done = self._lanes.submit(lane, steps)
+        done.add_done_callback(_retrieve_exception)
+        await asyncio.shield(done)
 
     def stats(self) -> WriterStats:
-        return self._writer.stats()
+        return self._lanes.stats()
 
     # ------------------------------------------------------------------- reads
 
@@ -231,12 +241,13 @@ class PgStore:
                          format_version=FORMAT_VERSION)
 
     def close(self) -> None:
-        """Finish queued commits, then close both connections."""
+        """Close every connection: the commit lanes' (the daemon closes the store once its event loop
+        has stopped, after the engine stopped its turns; a commit still running then fails and keeps
+        nothing), the store's own and the reader threads'."""
         if self._closed:
             return
         self._closed = True
-        self._writer.close()
-        self._writes.close()
+        self._lanes.close()
         self._readers.shutdown(wait=True)
         self.link.close()
         with self._lock:
@@ -262,6 +273,12 @@ class PgStore:
         key = codec.runtime_key(ids[0]) if len(ids) == 1 else codec.pair_key(ids[0], ids[1])
         rows = self._query(sql, *ids)
         return _decode(table, key, rows[0][1]) if rows else None
+
+
+def _retrieve_exception(task: asyncio.Future[None]) -> None:
+    """Mark a shielded commit's failure as seen when its caller was cancelled and never awaits it."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _decode(table: Table, key: bytes, raw: object) -> JSON:
