@@ -224,3 +224,19 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+def portable_argv(argv: list[str]) -> list[str]:
+    """``argv`` as results record it: every absolute path (alone or after ``name=``) relative to the
+    repository, or ``../<its name>`` outside it, so a result names no machine's directories."""
+    root = Path(__file__).resolve().parent.parent
+
+    def one(arg: str) -> str:
+        name, eq, value = arg.rpartition("=") if "=" in arg and not arg.startswith("/") else ("", "", arg)
+        if value.startswith("/"):
+            path = Path(value)
+            value = str(path.relative_to(root)) if path.is_relative_to(root) else f"../{path.name}"
+        return f"{name}{eq}{value}"
+
+    return [one(arg) for arg in argv]
+

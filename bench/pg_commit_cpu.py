@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from .common import portable_argv
 from .pg_server import durable_server
 
 CLIENTS = 16
@@ -87,7 +88,8 @@ def main() -> None:
         reps = [asyncio.run(_run(pg.fresh_database(f"cpu{rep}"), args.commits)) for rep in range(args.reps)]
     import toolnexus_daemon
 
-    print(json.dumps({"store_from": str(Path(toolnexus_daemon.__file__).parent), "reps": reps}))
+    store_from = portable_argv([str(Path(toolnexus_daemon.__file__).parent)])[0]
+    print(json.dumps({"store_from": store_from, "reps": reps}))
 
 
 if __name__ == "__main__":

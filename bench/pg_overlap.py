@@ -59,7 +59,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.support.daemon import DaemonProcess
 from tests.support.stall_proxy import StallProxy, StallProxyProcess
 
-from .common import log, workdir
+from .common import log, portable_argv, workdir
 from .cpu import thread_cpu
 from .driver import Daemon
 from .pg_server import durable_server
@@ -330,7 +330,7 @@ def main() -> None:
                        for name, reps in trees_of.items()} for delay, trees_of in results.items()}
     print(json.dumps(summary, indent=1))
     if args.out:
-        args.out.write_text(json.dumps({"runs": results, "median": summary, "argv": sys.argv,
+        args.out.write_text(json.dumps({"runs": results, "median": summary, "argv": portable_argv(sys.argv),
                                         "pid": os.getpid(), "load_average": os.getloadavg()}, indent=1))
 
 
