@@ -40,6 +40,7 @@ from mcp_types import (
 )
 
 from .. import __version__
+from .mcp_http import HttpTransport
 
 log = logging.getLogger("toolnexus_daemon.tools.mcp")
 
@@ -61,6 +62,9 @@ KEEPALIVE_S = 4.0
 # much at most so the connection is kept alive; past either bound the connection is closed, as before
 DRAIN_S = 0.5
 DRAIN_MAX_BYTES = 65_536
+
+# the SDK's own streamable-HTTP transport instead of the daemon's (``mcp_http``): for comparison
+SDK_HTTP_TRANSPORT = False
 
 ElicitHandler = Callable[[ElicitRequestParams], Awaitable[ElicitResult]]
 
@@ -142,7 +146,11 @@ class Session:
                     event_hooks={"response": [self._response]},
                     transport=KeepAlive(),
                 )
-                server: Any = streamable_http_client(self.endpoint.url, http_client=http)
+                server: Any = (
+                    HttpTransport(self.endpoint.url, http)
+                    if SDK_HTTP_TRANSPORT is False
+                    else streamable_http_client(self.endpoint.url, http_client=http)
+                )
             else:
                 server = StdioServerParameters(
                     command=self.endpoint.command,
@@ -322,56 +330,100 @@ class _Drained(httpx2.AsyncByteStream):
 class _Pool:
     idle: list[Session] = field(default_factory=list)
     count: int = 0
-    freed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # calls waiting for a session (the pool is full): each is woken by a session given back or forgotten
+    waiting: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def take(self) -> Session | None:
+        """An idle live session, or a place for a new one (``None``; counted), or ``NoRoom``."""
+        while self.idle:
+            session = self.idle.pop()
+            if session.alive:
+                return session
+            self.count -= 1
+        if self.count < MAX_SESSIONS_PER_SERVER:
+            self.count += 1
+            return None
+        raise NoRoom
+
+    def wake_one(self) -> None:
+        while self.waiting:
+            waiter = self.waiting.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+
+class NoRoom(Exception):
+    """Every session the server may have is carrying a call."""
 
 
 class Sessions:
-    """The daemon's sessions by endpoint; ``on_change(endpoint)`` hears ``tools/list_changed``."""
+    """The daemon's sessions by endpoint; ``on_change(endpoint)`` hears ``tools/list_changed``.
+
+    The pool is only touched between awaits (one event loop), so taking and giving back need no
+    lock: the common case, an idle session there, costs no wait at all."""
 
     def __init__(self, on_change: Callable[[Endpoint], None] | None = None) -> None:
         self._pools: dict[Endpoint, _Pool] = {}
         self._on_change = on_change or (lambda _e: None)
 
     async def acquire(self, endpoint: Endpoint, wait_s: float) -> Session:
-        """An idle live session of ``endpoint``, or a new one; ``Unreachable`` if none can be had."""
-        pool = self._pools.setdefault(endpoint, _Pool())
-        async with asyncio.timeout(wait_s):
-            async with pool.freed:
-                while True:
-                    while pool.idle:
-                        session = pool.idle.pop()
-                        if session.alive:
-                            return session
-                        pool.count -= 1
-                    if pool.count < MAX_SESSIONS_PER_SERVER:
-                        pool.count += 1
-                        break
-                    await pool.freed.wait()
+        """An idle live session of ``endpoint``, or a new one; ``Unreachable`` if none can be had
+        (``TimeoutError`` when the pool stayed full for ``wait_s``)."""
+        pool = self._pools.get(endpoint)
+        if pool is None:
+            pool = self._pools[endpoint] = _Pool()
+        try:
+            session = pool.take()
+        except NoRoom:
+            session = await self._wait(pool, wait_s)
+        if session is not None:
+            return session
         session = Session(endpoint, lambda: self._on_change(endpoint))
         try:
             await session.open()
         except BaseException:
-            await self._forget(pool)
+            self._forget(pool)
             raise
         return session
+
+    @staticmethod
+    async def _wait(pool: _Pool, wait_s: float) -> Session | None:
+        async with asyncio.timeout(wait_s):
+            while True:
+                waiter = asyncio.get_running_loop().create_future()
+                pool.waiting.append(waiter)
+                try:
+                    await waiter
+                except BaseException:
+                    if waiter.done() and not waiter.cancelled():
+                        pool.wake_one()  # woken, but leaving: the next waiter has the turn
+                    with contextlib.suppress(ValueError):
+                        pool.waiting.remove(waiter)
+                    raise
+                try:
+                    return pool.take()
+                except NoRoom:
+                    continue
 
     async def release(self, session: Session, *, keep: bool) -> None:
         """Give a session back after its call: kept for the next one, or closed (``keep=False``, or
         its connection is gone)."""
         session.on_elicit = None
-        pool = self._pools.setdefault(session.endpoint, _Pool())
+        pool = self._pools.get(session.endpoint)
+        if pool is None:
+            pool = self._pools[session.endpoint] = _Pool()
         if keep and session.alive:
-            async with pool.freed:
-                pool.idle.append(session)
-                pool.freed.notify()
+            pool.idle.append(session)
+            pool.wake_one()
             return
         session.close()
-        await self._forget(pool)
+        self._forget(pool)
 
-    async def _forget(self, pool: _Pool) -> None:
-        async with pool.freed:
-            pool.count -= 1
-            pool.freed.notify()
+    @staticmethod
+    def _forget(pool: _Pool) -> None:
+        pool.count -= 1
+        pool.wake_one()
 
     async def aclose(self) -> None:
         sessions = [s for pool in self._pools.values() for s in pool.idle]
