@@ -26,6 +26,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from types import TracebackType
 
 import anyio
@@ -69,6 +70,17 @@ MAX_RECONNECTS = 2
 RECONNECT_DELAY_S = 1.0
 # leaving the session (its DELETE) is bounded by the session's close, this by itself too
 DELETE_TIMEOUT_S = 5.0
+
+# a session's HTTP connections: its GET stream, the open call's POST, an elicitation's reply POST and
+# one still being drained; past it a request waits for a connection (the client's pool timeout)
+MAX_CONNECTIONS_PER_SESSION = 8
+# an idle connection is dropped before the 5 s after which common servers (uvicorn, Node) close
+# theirs, so a call is not sent on a connection the server is closing
+KEEPALIVE_S = 4.0
+# what is left of a response stream the SDK closes once it has its message: read this long and this
+# much at most so the connection is kept alive; past either bound the connection is closed, as before
+DRAIN_S = 0.5
+DRAIN_MAX_BYTES = 65_536
 
 _POST_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -119,31 +131,47 @@ class HttpTransport:
         meta = message.metadata if isinstance(message.metadata, ClientMessageMetadata) else None
         if self._cancel_to_drop(msg):
             return
-        initialize = isinstance(msg, JSONRPCRequest) and msg.method == "initialize"
-        if initialize:  # the negotiation itself: no version a probe may have stamped
-            self._version = None
+        if isinstance(msg, JSONRPCRequest) and msg.method == "initialize":
+            self._version = None  # the negotiation itself: no version a probe may have stamped
         elif meta is not None and meta.headers is not None:
             self._version = meta.headers.get(MCP_PROTOCOL_VERSION_HEADER, self._version)
         headers = self._headers()
         if meta is not None and meta.headers is not None:
             headers.update(meta.headers)
         body = msg.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        try:
+            await self._exchange(msg, body, headers)
+        except httpx2.HTTPError as exc:  # the server is gone, or the connection broke
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if isinstance(msg, JSONRPCRequest):
+                self._fail(msg.id, f"{msg.method} failed: {why}")
+            else:  # nobody waits on it; the SDK's transport drops it the same way
+                log.debug("mcp message not delivered: %s", why)
+            return
+        if isinstance(msg, JSONRPCNotification) and msg.method == "notifications/initialized":
+            self._open_get_stream()
+
+    async def _exchange(self, msg: JSONRPCMessage, body: bytes, headers: dict[str, str]) -> None:
         response = await self._post(body, headers)
         unread = False
         try:
             if isinstance(msg, JSONRPCRequest):
-                if initialize and response.status_code < 300:
+                if msg.method == "initialize" and response.status_code < 300:
                     self.session_id = response.headers.get(MCP_SESSION_ID) or self.session_id
                 unread = await self._answer(msg.id, response)
             elif response.status_code >= 300:
                 log.debug("mcp server refused a message: HTTP %s", response.status_code)
-        finally:
-            if unread:
-                self._close_later(response)
-            else:
-                await response.aclose()
-        if isinstance(msg, JSONRPCNotification) and msg.method == "notifications/initialized":
-            self._open_get_stream()
+        except BaseException:
+            # the call was let go (cancelled) or its stream broke: reading the rest would only
+            # delay whoever let it go, so the connection is closed, not drained
+            if isinstance(response.stream, Drained):
+                response.stream.discard()
+            await response.aclose()
+            raise
+        if unread:
+            self._close_later(response)
+        else:
+            await response.aclose()
 
     def _cancel_to_drop(self, msg: JSONRPCMessage) -> bool:
         """At 2026-07-28 closing a request's response is its cancellation, and the POST of the
@@ -286,11 +314,12 @@ class HttpTransport:
                 return False
             self._fail(rid, f"Failed to parse SSE message: {exc}", PARSE_ERROR)
             return True
-        answer = isinstance(message, JSONRPCResponse | JSONRPCError)
-        if answer and rid is not None:
-            message.id = rid  # (a resumed stream may name the request as the server knew it)
+        if rid is None or not isinstance(message, JSONRPCResponse | JSONRPCError):
+            self._deliver(message)  # a request or notification of the server's (an elicitation)
+            return False
+        message.id = rid  # (a resumed stream may name the request as the server knew it)
         self._deliver(message)
-        return answer and rid is not None
+        return True
 
     # ------------------------------------------------------------------ the standalone GET stream
 
@@ -431,3 +460,71 @@ class _Writer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.closed = True
+
+
+class KeepAlive(httpx2.AsyncBaseTransport):
+    """The HTTP transport of a session: httpx's pool, with response streams drained at close.
+
+    A call's SSE response is closed as soon as its result has been read (by this module's
+    transport and by the SDK's), before the server's end of stream; a connection with unread body
+    cannot be reused, so every call would open a new TCP connection. Reading the little that is
+    left (the server ends the stream right after the result) returns the connection to the pool
+    instead."""
+
+    def __init__(self) -> None:
+        limits = httpx2.Limits(
+            max_connections=MAX_CONNECTIONS_PER_SESSION,
+            max_keepalive_connections=MAX_CONNECTIONS_PER_SESSION,
+            keepalive_expiry=KEEPALIVE_S,
+        )
+        self._inner = httpx2.AsyncHTTPTransport(limits=limits)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = Drained(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class Drained(httpx2.AsyncByteStream):
+    """A response body whose unread rest is read (bounded) before it is closed."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+        self._parts = aiter(inner)
+        self._ended = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        # a loop of our own, not ``async for``: the reader stopping early must leave ``_parts``
+        # open for ``aclose`` to finish
+        while True:
+            try:
+                part = await anext(self._parts)
+            except StopAsyncIteration:
+                self._ended = True
+                return
+            yield part
+
+    def discard(self) -> None:
+        """Close without reading the rest: the connection is not kept."""
+        self._ended = True
+
+    async def aclose(self) -> None:
+        try:
+            if not self._ended:
+                await self._drain()
+        finally:
+            await self._inner.aclose()
+
+    async def _drain(self) -> None:
+        seen = 0
+        with contextlib.suppress(Exception), anyio.move_on_after(DRAIN_S):
+            while seen <= DRAIN_MAX_BYTES:
+                try:
+                    seen += len(await anext(self._parts))
+                except StopAsyncIteration:
+                    self._ended = True
+                    return
