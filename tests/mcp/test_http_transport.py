@@ -288,3 +288,32 @@ async def test_a_call_let_go_closes_its_open_stream_at_once() -> None:
         # on the handshake protocol the cancellation is also said
         cancelled = [r for r in served.seen if r.body.get("method") == "notifications/cancelled"]
         assert [r.body["params"]["requestId"] for r in cancelled] == [_calls(served.seen)[0].body["id"]]
+
+
+async def test_a_stream_is_read_no_faster_than_the_session_takes_its_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mcp_http, "MAX_BACKLOG", 2)
+    backlog: list[int] = []
+    put = mcp_http._Inbox.put
+
+    def counting(inbox: mcp_http._Inbox, item: mcp_http.Inbound) -> bool:
+        done = put(inbox, item)
+        backlog.append(len(inbox._items))
+        return done
+
+    monkeypatch.setattr(mcp_http._Inbox, "put", counting)
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+
+    async def script(req: Request) -> Reply | None:
+        if req.body.get("method") == "tools/call":  # 40 messages and the result in one write
+            head, *events = sse_reply([message(note)] * 40 + [message(result(req.body["id"], ADDED))])[0]
+            return [head + b"".join(events)], False
+        return None
+
+    async with scripted(script) as served:
+        async with connected(served.url) as client:
+            async with asyncio.timeout(5):
+                done = await client.session.call_tool("add", {"a": 1, "b": 2})
+    assert done.content[0].text == "3"  # type: ignore[union-attr]
+    assert len(backlog) > 40 and max(backlog) <= 2

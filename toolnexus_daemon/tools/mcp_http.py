@@ -68,6 +68,8 @@ MAX_SSE_EVENT_BYTES = 1024 * 1024
 MAX_RECONNECTS = 2
 # the wait before reopening when the server gave no ``retry``
 RECONNECT_DELAY_S = 1.0
+# messages read from the server and not yet taken by the session; past it, reading its streams waits
+MAX_BACKLOG = 256
 # leaving the session (its DELETE) is bounded by the session's close, this by itself too
 DELETE_TIMEOUT_S = 5.0
 
@@ -268,6 +270,7 @@ class HttpTransport:
                 retry_ms = sse.retry if sse.retry is not None else retry_ms
                 if self._event(sse, rid):
                     return True
+                await self._inbox.room()
         except httpx2.SSEError as exc:
             self._fail(rid, f"SSE stream failed: {exc}")
             return False
@@ -296,6 +299,7 @@ class HttpTransport:
                         retry_ms = sse.retry if sse.retry is not None else retry_ms
                         if self._event(sse, rid):
                             return
+                        await self._inbox.room()
                 failures = 0  # it ended again, after some events: resume from the newest
             except httpx2.HTTPError:
                 log.debug("mcp response stream could not be resumed", exc_info=True)
@@ -345,6 +349,7 @@ class HttpTransport:
                         last_id = sse.id or last_id
                         retry_ms = sse.retry if sse.retry is not None else retry_ms
                         self._event(sse, None)
+                        await self._inbox.room()
                 failures = 0
             except Exception:
                 log.debug("mcp GET stream failed", exc_info=True)
@@ -385,8 +390,17 @@ class _Inbox:
     def __init__(self) -> None:
         self._items: collections.deque[Inbound] = collections.deque()
         self._reader: asyncio.Future[None] | None = None
+        self._writers: list[asyncio.Future[None]] = []  # streams waiting for room
         self._ended = False  # no more will come (the transport was left)
         self._closed = False  # the reader is gone
+
+    async def room(self) -> None:
+        """Wait while ``MAX_BACKLOG`` messages are unread: a server's stream is read no faster
+        than the session takes its messages."""
+        while len(self._items) >= MAX_BACKLOG and not self._closed:
+            waiter = asyncio.get_running_loop().create_future()
+            self._writers.append(waiter)
+            await waiter
 
     def put(self, item: Inbound) -> bool:
         """Queue ``item``; False if nobody will read it."""
@@ -413,7 +427,16 @@ class _Inbox:
                 raise anyio.EndOfStream
             self._reader = asyncio.get_running_loop().create_future()
             await self._reader
-        return self._items.popleft()
+        item = self._items.popleft()
+        if self._writers and len(self._items) < MAX_BACKLOG:
+            self._release()
+        return item
+
+    def _release(self) -> None:
+        writers, self._writers = self._writers, []
+        for waiter in writers:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def __aiter__(self) -> _Inbox:
         return self
@@ -428,6 +451,7 @@ class _Inbox:
         self._closed = True
         self._items.clear()
         self._wake()
+        self._release()
 
     async def __aenter__(self) -> _Inbox:
         return self
