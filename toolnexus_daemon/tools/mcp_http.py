@@ -505,10 +505,9 @@ class KeepAlive(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
-        # only a stream is closed before its end: any other body is read whole (JSON) or not kept
-        if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-            assert isinstance(response.stream, httpx2.AsyncByteStream)
-            response.stream = Drained(response.stream)
+        # every body, not only a stream's: a 202 or an error's body is not read otherwise either
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        response.stream = Drained(response.stream)
         return response
 
     async def aclose(self) -> None:
