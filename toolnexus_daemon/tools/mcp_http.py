@@ -17,7 +17,10 @@ event ids; redirects followed only within the endpoint's origin; a request answe
 non-JSON-RPC error status or by a body that does not parse resolved with an error instead of left
 waiting; ``notifications/cancelled`` not posted on the 2026-07-28 protocol (closing the call's
 response is the cancellation there); ``DELETE`` of the session when it is left. An HTTP failure
-(connection refused, reset) is raised to the request that met it.
+(connection refused, reset) ends the request that met it with an error naming it; a message that
+is not a request is dropped then, as the SDK's transport drops it. A server's streams are read no
+faster than the session takes their messages. What it leaves out: resuming a request from a
+resumption token its caller gives (the daemon gives none; such a request is simply sent).
 """
 
 from __future__ import annotations
