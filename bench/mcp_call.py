@@ -7,7 +7,9 @@ stack (uvicorn + Starlette): ``examples/mcp_server.py``'s ``add`` over streamabl
 webhook app that adds the same way. ``--json-response`` and ``--stateless`` choose the SDK session
 manager's modes, ``--protocol auto`` has the daemon speak the 2026-07-28 protocol (as an
 ``--mcp-config`` entry's ``"protocol": "auto"`` does), ``--no-otel`` drops the SDK server's
-OpenTelemetry middleware. The MCP session is reused across calls, as the daemon does.
+OpenTelemetry middleware, ``--sdk-transport`` has the daemon's sessions run over the SDK's own
+streamable-HTTP client transport instead of the daemon's (``toolnexus_daemon/tools/mcp_http.py``),
+for comparison. The MCP session is reused across calls, as the daemon does.
 Calls alternate MCP, webhook, MCP, ... so load from other sessions falls on both; each repetition
 is the median latency of its calls, the ratio is taken per repetition, then the median. The CPU
 each call costs is reported too (this process's, during the call, and each server's over the
@@ -16,7 +18,7 @@ repetition, from /proc): on a loaded machine it varies far less than the latency
 Run in the project's .venv (it needs mcp 2; bench/.venv holds the reference library's mcp 1):
 
     .venv/bin/python -m bench.mcp_call [--calls 300] [--reps 5] [--style high|low] [--json-response]
-        [--stateless] [--protocol auto] [--no-otel]
+        [--stateless] [--protocol auto] [--no-otel] [--sdk-transport]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from toolnexus_daemon.config_mcp import McpConfig, McpConfigServer
 from toolnexus_daemon.model import HttpConfig, McpServer, McpTarget, ToolDef, ToolSource
+from toolnexus_daemon.tools import mcp_session
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_daemon.tools.mcp import McpExecutor
 from toolnexus_daemon.tools.webhook import WebhookExecutor
@@ -153,7 +156,11 @@ def main() -> int:
     parser.add_argument("--protocol", choices=("", "auto"), default="",
                         help='the daemon\'s side: "" = the initialize handshake (2025-11-25, the default), '
                              '"auto" = the 2026-07-28 protocol (an --mcp-config entry\'s "protocol": "auto")')
+    parser.add_argument("--sdk-transport", action="store_true",
+                        help="the daemon's sessions over the SDK's streamable-HTTP client transport "
+                             "instead of the daemon's own")
     ns = parser.parse_args()
+    mcp_session.SDK_HTTP_TRANSPORT = ns.sdk_transport
     mcp_port, hook_port = _port(), _port()
     mcp_args = ["-m", "bench.mcp_servers", "--style", ns.style, "--port", str(mcp_port)]
     mcp_args += [flag for flag, on in (("--json-response", ns.json_response), ("--stateless", ns.stateless),

@@ -9,6 +9,7 @@ import pytest
 
 from toolnexus_daemon.model import Answer, McpServer, McpTarget, ToolDef, ToolSource
 from toolnexus_daemon.tools import mcp as mcp_mod
+from toolnexus_daemon.tools import mcp_session
 from toolnexus_daemon.tools.base import ToolInvocation
 from toolnexus_daemon.tools.mcp import McpExecutor
 
@@ -87,5 +88,40 @@ async def test_calls_on_a_session_reuse_its_connections(mcp_server: McpServerPro
             assert done.output == str(i + 1)
         # the session's GET stream, its POST connection, and the handshake's at most
         assert _connections_to(mcp_server.port) <= 4
+    finally:
+        await executor.aclose()
+
+
+async def test_a_full_pool_makes_a_call_wait_for_a_session_given_back(
+    mcp_server: McpServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcp_session, "MAX_SESSIONS_PER_SERVER", 1)
+
+    def add(i: int, timeout_ms: int = 5000) -> ToolInvocation:
+        server = McpServer("example", mcp_server.url, timeout_ms=timeout_ms)
+        tool = ToolDef("example__add", source=ToolSource.MCP, mcp=McpTarget(server, "add"))
+        return ToolInvocation("rt", "root/a.1", f"rt/root/a.1/s{i}c0", tool, {"a": i, "b": 1})
+
+    executor = McpExecutor()
+    try:
+        # two calls at once on one session: the second waits for the first to give it back
+        done = await asyncio.gather(executor.invoke(add(1)), executor.invoke(add(2)))
+        assert [d.output for d in done] == ["2", "3"]
+        [pool] = executor.sessions._pools.values()
+        assert pool.count == 1 and len(pool.idle) == 1
+        # the one session held by an open call: a call that cannot wait longer gives up, counted out
+        asked = await executor.invoke(_paint(mcp_server.url))
+        assert asked.pending is not None
+        late = await executor.invoke(add(3, timeout_ms=200))
+        assert late.is_error and "no session within the timeout" in late.output
+        assert not pool.waiting
+        waiting = asyncio.create_task(executor.invoke(add(4)))
+        await asyncio.sleep(0.1)
+        assert not waiting.done() and len(pool.waiting) == 1
+        answered = await executor.invoke(_paint(mcp_server.url, Answer(asked.pending.id, False)))
+        assert answered.output == "not painted: the user chose decline"
+        async with asyncio.timeout(5):
+            assert (await waiting).output == "5"  # woken by the session given back
+        assert pool.count == 1 and not pool.waiting
     finally:
         await executor.aclose()

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 
 import httpx2
 
-from toolnexus_daemon.tools import mcp_session
-from toolnexus_daemon.tools.mcp_session import KeepAlive
+from toolnexus_daemon.tools import mcp_http
+from toolnexus_daemon.tools.mcp_http import KeepAlive
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 EVENT = b'data: {"answer": 1}\n\n'
@@ -76,5 +76,5 @@ async def test_a_stream_that_does_not_end_is_closed_after_the_bound() -> None:
         async with httpx2.AsyncClient(transport=KeepAlive()) as client:
             waited = await _first_event_then_close(client, url)
             await _first_event_then_close(client, url)
-        assert mcp_session.DRAIN_S * 0.8 <= waited < mcp_session.DRAIN_S + 2.0
+        assert mcp_http.DRAIN_S * 0.8 <= waited < mcp_http.DRAIN_S + 2.0
         assert len(accepted) == 2  # the first connection could not be kept

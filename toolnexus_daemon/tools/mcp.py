@@ -299,7 +299,7 @@ class McpExecutor:
             return _error(target, f"unreachable: {why}")
         call = _OpenCall(inv.action_id, session)
         session.on_elicit = call.elicited
-        meta = {"toolnexus/call_id": inv.action_id}
+        meta = {"toolnexus/call_id": call.action_id}
         if inv.traceparent:  # the call's execute_tool span, when tracing is on (docs/observability.md)
             meta["traceparent"] = inv.traceparent
         args = inv.arguments if isinstance(inv.arguments, dict) else {}
@@ -345,7 +345,7 @@ class McpExecutor:
                 done = True
                 if isinstance(event, CallToolResult):
                     await self.sessions.release(call.session, keep=True)
-                    self._forget(inv.action_id)
+                    self._forget(call.action_id)
                     return tool_result(event, self._max_output)
                 if isinstance(event, InvalidResult):  # answered, wrongly: an error the model reads
                     await self.sessions.release(call.session, keep=True)

@@ -8,7 +8,9 @@ left by the same task. A session carries at most one ``tools/call`` at a time: t
 call in flight is how an elicitation is known to belong to that call. Idle sessions wait in a
 pool for the next call (of any runtime); a session whose connection dropped is dropped, and the
 next call connects anew. The daemon connects with the initialize handshake (protocol
-2025-11-25), where an elicitation arrives on the open call.
+2025-11-25), where an elicitation arrives on the open call. Over HTTP the client runs on the
+daemon's own streamable-HTTP transport (``mcp_http``), which sends each message from the task
+that writes it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import anyio
 import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext, IncomingMessage
@@ -40,6 +41,7 @@ from mcp_types import (
 )
 
 from .. import __version__
+from .mcp_http import HttpTransport, KeepAlive
 
 log = logging.getLogger("toolnexus_daemon.tools.mcp")
 
@@ -51,16 +53,10 @@ MAX_SESSIONS_PER_SERVER = 16
 MAX_LIST_PAGES = 100
 # leaving a session (its transport's DELETE, a stdio server's exit) must not hang the daemon
 CLOSE_TIMEOUT_S = 5.0
-# a session's HTTP connections: its GET stream, the open call's POST, an elicitation's reply POST and
-# one still being drained; past it a request waits for a connection (the client's pool timeout)
-MAX_CONNECTIONS_PER_SESSION = 8
-# an idle connection is dropped before the 5 s after which common servers (uvicorn, Node) close
-# theirs, so a call is not sent on a connection the server is closing
-KEEPALIVE_S = 4.0
-# what is left of a response stream the SDK closes once it has its message: read this long and this
-# much at most so the connection is kept alive; past either bound the connection is closed, as before
-DRAIN_S = 0.5
-DRAIN_MAX_BYTES = 65_536
+
+# the SDK's own streamable-HTTP transport instead of the daemon's (``mcp_http``): a comparison for
+# bench/mcp_call.py (--sdk-transport), not a setting
+SDK_HTTP_TRANSPORT = False
 
 ElicitHandler = Callable[[ElicitRequestParams], Awaitable[ElicitResult]]
 
@@ -142,7 +138,11 @@ class Session:
                     event_hooks={"response": [self._response]},
                     transport=KeepAlive(),
                 )
-                server: Any = streamable_http_client(self.endpoint.url, http_client=http)
+                server: Any = (
+                    HttpTransport(self.endpoint.url, http)
+                    if not SDK_HTTP_TRANSPORT
+                    else streamable_http_client(self.endpoint.url, http_client=http)
+                )
             else:
                 server = StdioServerParameters(
                     command=self.endpoint.command,
@@ -255,123 +255,104 @@ class Session:
                     await self._task
 
 
-class KeepAlive(httpx2.AsyncBaseTransport):
-    """The HTTP transport of a session: httpx's pool, with response streams drained at close.
-
-    The SDK closes an SSE response as soon as it has read the JSON-RPC response on it, before the
-    server's end of stream has been read; a connection with unread body cannot be reused, so every
-    call opened a new TCP connection. Reading the little that is left (the server ends the stream
-    right after the response) returns the connection to the pool instead."""
-
-    def __init__(self) -> None:
-        limits = httpx2.Limits(
-            max_connections=MAX_CONNECTIONS_PER_SESSION,
-            max_keepalive_connections=MAX_CONNECTIONS_PER_SESSION,
-            keepalive_expiry=KEEPALIVE_S,
-        )
-        self._inner = httpx2.AsyncHTTPTransport(limits=limits)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
-        assert isinstance(response.stream, httpx2.AsyncByteStream)
-        response.stream = _Drained(response.stream)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _Drained(httpx2.AsyncByteStream):
-    """A response body whose unread rest is read (bounded) before it is closed."""
-
-    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
-        self._inner = inner
-        self._parts = aiter(inner)
-        self._ended = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        # a loop of our own, not ``async for``: the reader stopping early must leave ``_parts``
-        # open for ``aclose`` to finish
-        while True:
-            try:
-                part = await anext(self._parts)
-            except StopAsyncIteration:
-                self._ended = True
-                return
-            yield part
-
-    async def aclose(self) -> None:
-        try:
-            if not self._ended:
-                await self._drain()
-        finally:
-            await self._inner.aclose()
-
-    async def _drain(self) -> None:
-        seen = 0
-        with contextlib.suppress(Exception), anyio.move_on_after(DRAIN_S):
-            while seen <= DRAIN_MAX_BYTES:
-                try:
-                    seen += len(await anext(self._parts))
-                except StopAsyncIteration:
-                    self._ended = True
-                    return
-
-
 @dataclass
 class _Pool:
     idle: list[Session] = field(default_factory=list)
     count: int = 0
-    freed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # calls waiting for a session (the pool is full): each is woken by a session given back or forgotten
+    waiting: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def take(self) -> Session | None:
+        """An idle live session, or a place for a new one (``None``; counted), or ``NoRoom``."""
+        while self.idle:
+            session = self.idle.pop()
+            if session.alive:
+                return session
+            self.count -= 1
+        if self.count < MAX_SESSIONS_PER_SERVER:
+            self.count += 1
+            return None
+        raise NoRoom
+
+    def wake_one(self) -> None:
+        while self.waiting:
+            waiter = self.waiting.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+
+class NoRoom(Exception):
+    """Every session the server may have is carrying a call."""
 
 
 class Sessions:
-    """The daemon's sessions by endpoint; ``on_change(endpoint)`` hears ``tools/list_changed``."""
+    """The daemon's sessions by endpoint; ``on_change(endpoint)`` hears ``tools/list_changed``.
+
+    The pool is only touched between awaits (one event loop), so taking and giving back need no
+    lock: the common case, an idle session there, costs no wait at all."""
 
     def __init__(self, on_change: Callable[[Endpoint], None] | None = None) -> None:
         self._pools: dict[Endpoint, _Pool] = {}
         self._on_change = on_change or (lambda _e: None)
 
     async def acquire(self, endpoint: Endpoint, wait_s: float) -> Session:
-        """An idle live session of ``endpoint``, or a new one; ``Unreachable`` if none can be had."""
-        pool = self._pools.setdefault(endpoint, _Pool())
-        async with asyncio.timeout(wait_s):
-            async with pool.freed:
-                while True:
-                    while pool.idle:
-                        session = pool.idle.pop()
-                        if session.alive:
-                            return session
-                        pool.count -= 1
-                    if pool.count < MAX_SESSIONS_PER_SERVER:
-                        pool.count += 1
-                        break
-                    await pool.freed.wait()
+        """An idle live session of ``endpoint``, or a new one; ``Unreachable`` if none can be had
+        (``TimeoutError`` when the pool stayed full for ``wait_s``)."""
+        pool = self._pools.get(endpoint)
+        if pool is None:
+            pool = self._pools[endpoint] = _Pool()
+        try:
+            session = pool.take()
+        except NoRoom:
+            session = await self._wait(pool, wait_s)
+        if session is not None:
+            return session
         session = Session(endpoint, lambda: self._on_change(endpoint))
         try:
             await session.open()
         except BaseException:
-            await self._forget(pool)
+            self._forget(pool)
             raise
         return session
+
+    @staticmethod
+    async def _wait(pool: _Pool, wait_s: float) -> Session | None:
+        async with asyncio.timeout(wait_s):
+            while True:
+                waiter = asyncio.get_running_loop().create_future()
+                pool.waiting.append(waiter)
+                try:
+                    await waiter
+                except BaseException:
+                    if waiter.done() and not waiter.cancelled():
+                        pool.wake_one()  # woken, but leaving: the next waiter has the turn
+                    with contextlib.suppress(ValueError):
+                        pool.waiting.remove(waiter)
+                    raise
+                try:
+                    return pool.take()
+                except NoRoom:
+                    continue
 
     async def release(self, session: Session, *, keep: bool) -> None:
         """Give a session back after its call: kept for the next one, or closed (``keep=False``, or
         its connection is gone)."""
         session.on_elicit = None
-        pool = self._pools.setdefault(session.endpoint, _Pool())
+        pool = self._pools.get(session.endpoint)
+        if pool is None:
+            pool = self._pools[session.endpoint] = _Pool()
         if keep and session.alive:
-            async with pool.freed:
-                pool.idle.append(session)
-                pool.freed.notify()
+            pool.idle.append(session)
+            pool.wake_one()
             return
         session.close()
-        await self._forget(pool)
+        self._forget(pool)
 
-    async def _forget(self, pool: _Pool) -> None:
-        async with pool.freed:
-            pool.count -= 1
-            pool.freed.notify()
+    @staticmethod
+    def _forget(pool: _Pool) -> None:
+        pool.count -= 1
+        pool.wake_one()
 
     async def aclose(self) -> None:
         sessions = [s for pool in self._pools.values() for s in pool.idle]
