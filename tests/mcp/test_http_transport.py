@@ -72,6 +72,16 @@ def result(rid: object, res: dict[str, Any]) -> dict[str, Any]:
 
 
 ADDED = {"content": [{"type": "text", "text": "3"}], "isError": False}
+# a result past the transport's bound on one message
+HUGE = {"content": [{"type": "text", "text": "x" * (mcp_http.MAX_MESSAGE_BYTES + 1)}], "isError": False}
+
+
+def chunked_json_reply(obj: object) -> Reply:
+    """A JSON response with no length given: sent in 1 MiB chunks."""
+    body = json.dumps(obj).encode()
+    parts = [b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"]
+    parts += [_chunk(body[i:i + (1 << 20)]) for i in range(0, len(body), 1 << 20)]
+    return [*parts, b"0\r\n\r\n"], False
 
 
 async def basics(req: Request) -> Reply | None:
@@ -185,8 +195,11 @@ async def test_the_session_id_and_version_go_on_later_requests_and_the_session_i
         (plain_reply(200, {"content-type": "text/plain"}, b"hi"), -32600, "Unexpected content type"),
         (json_reply({"no": "jsonrpc"}), -32700, "Failed to parse JSON response"),
         (plain_reply(307, {"location": "http://127.0.0.2:1/elsewhere"}), -32600, "Redirect to"),
+        (json_reply(result(2, HUGE)), -32700, "the limit is 4194304"),
+        (chunked_json_reply(result(2, HUGE)), -32700, "over 4194304 bytes"),
     ],
-    ids=["202", "500", "400-jsonrpc-error", "text", "not-jsonrpc", "redirect-off-origin"],
+    ids=["202", "500", "400-jsonrpc-error", "text", "not-jsonrpc", "redirect-off-origin", "too-large",
+         "too-large-chunked"],
 )
 async def test_a_request_the_server_does_not_answer_fails_with_what_it_got(
     reply: Reply, code: int, words: str

@@ -65,8 +65,9 @@ log = logging.getLogger("toolnexus_daemon.tools.mcp")
 
 MCP_SESSION_ID = "mcp-session-id"
 LAST_EVENT_ID = "last-event-id"
-# one SSE event larger than this is refused (the SDK's default bound)
-MAX_SSE_EVENT_BYTES = 1024 * 1024
+# one message larger than this is refused, as one SSE event or as a JSON body: a server cannot make
+# the daemon hold more for it (what reaches the model is cut to --max-tool-output-bytes later)
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # a GET stream (standalone, or resuming a call's response) that fails is reopened this many times
 MAX_RECONNECTS = 2
 # the wait before reopening when the server gave no ``retry``
@@ -90,6 +91,23 @@ DRAIN_MAX_BYTES = 65_536
 _POST_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 Inbound = SessionMessage | Exception
+
+
+class TooLarge(Exception):
+    """A response body past ``MAX_MESSAGE_BYTES``."""
+
+
+async def _bounded(response: httpx2.Response) -> bytes:
+    """The body of ``response``, read no further than ``MAX_MESSAGE_BYTES``."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_MESSAGE_BYTES:
+        raise TooLarge(f"the body is {declared} bytes; the limit is {MAX_MESSAGE_BYTES}")
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise TooLarge(f"the body is over {MAX_MESSAGE_BYTES} bytes, the limit")
+    return bytes(body)
 
 
 class HttpTransport:
@@ -238,8 +256,8 @@ class HttpTransport:
             return False
         if kind.startswith("application/json"):
             try:
-                self._deliver(jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False))
-            except (httpx2.StreamError, ValidationError) as exc:
+                self._deliver(jsonrpc_message_adapter.validate_json(await _bounded(response), by_name=False))
+            except (httpx2.StreamError, ValidationError, TooLarge) as exc:
                 self._fail(rid, f"Failed to parse JSON response: {exc}", PARSE_ERROR)
             return False
         if kind.startswith("text/event-stream"):
@@ -252,8 +270,8 @@ class HttpTransport:
         what the status means (404 on a session: the server no longer knows it)."""
         if kind.startswith("application/json"):
             try:
-                parsed = jsonrpc_message_adapter.validate_json(await response.aread(), by_name=False)
-            except (httpx2.StreamError, ValidationError):
+                parsed = jsonrpc_message_adapter.validate_json(await _bounded(response), by_name=False)
+            except (httpx2.StreamError, ValidationError, TooLarge):
                 parsed = None
             if isinstance(parsed, JSONRPCError):  # its id may be null: the request's own correlates
                 return self._deliver(JSONRPCError(jsonrpc="2.0", id=rid, error=parsed.error))
@@ -268,7 +286,7 @@ class HttpTransport:
         GET if it ends first and the server gave event ids."""
         last_id, retry_ms = None, None
         try:
-            async for sse in httpx2.EventSource(response, max_event_size=MAX_SSE_EVENT_BYTES):
+            async for sse in httpx2.EventSource(response, max_event_size=MAX_MESSAGE_BYTES):
                 last_id = sse.id or last_id
                 retry_ms = sse.retry if sse.retry is not None else retry_ms
                 if self._event(sse, rid):
@@ -294,7 +312,7 @@ class HttpTransport:
             headers[LAST_EVENT_ID] = last_id
             try:
                 async with sse_within_origin(
-                    self.client, self.url, headers=headers, max_event_size=MAX_SSE_EVENT_BYTES
+                    self.client, self.url, headers=headers, max_event_size=MAX_MESSAGE_BYTES
                 ) as events:
                     events.response.raise_for_status()
                     async for sse in events:
@@ -343,7 +361,7 @@ class HttpTransport:
                 headers[LAST_EVENT_ID] = last_id
             try:
                 async with sse_within_origin(
-                    self.client, self.url, headers=headers, max_event_size=MAX_SSE_EVENT_BYTES
+                    self.client, self.url, headers=headers, max_event_size=MAX_MESSAGE_BYTES
                 ) as events:
                     if redirect_location(events.response) is not None:
                         return  # the same GET would be redirected again
