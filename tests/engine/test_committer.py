@@ -351,3 +351,42 @@ async def test_a_runtime_keeps_its_lane_while_a_change_is_unsettled_then_moves_i
     store.open.set()
     await asyncio.gather(b_commit, moved)
     assert _gapless(store, a)[-3:] == ["a1", "a2", "a3"] and _gapless(store, b)[-1] == "b1"
+
+
+class _NoModel:
+    """A model nobody asks (no turn runs); the stop closes it."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+class HeldStore(MemoryStore):
+    """Holds a batch carrying a ``held`` event until ``release`` is set (a commit in flight)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def commit(self, batch: Batch) -> None:
+        if any(e.note == "held" for e in batch.events):
+            await self.release.wait()
+        await super().commit(batch)
+
+
+async def test_a_stop_waits_for_the_commits_in_flight() -> None:
+    """A commit still in flight when the engine stops (its caller gone) lands before ``stop``
+    returns, so the store is not closed under it."""
+    store = HeldStore()
+    engine = Engine(store, clock=SystemClock(), model_for=lambda llm: _NoModel(),  # type: ignore[arg-type,return-value]
+                    executors={})
+    await engine.new("s", [AgentDef(name="a")], LlmConfig(style=LlmStyle.WORKER), RuntimeOptions())
+    rt = engine.runtime("s")
+    caller = asyncio.ensure_future(rt.commit(_note(rt, "held")))
+    await asyncio.sleep(0.05)
+    caller.cancel()  # the caller goes away; its change is written all the same
+    stopping = asyncio.ensure_future(engine.stop())
+    await asyncio.sleep(0.2)
+    assert not stopping.done(), "the stop returned while a commit was in flight"
+    store.release.set()
+    await asyncio.wait_for(stopping, 5)
+    assert "held" in _gapless(store, rt)

@@ -54,6 +54,8 @@ STALE = ("this daemon could not renew its lease on the runtime in time (its data
          "was paused); another daemon serves the runtime once the lease lapses")
 # added to a retired transport's whole-call timeout before it is closed
 RETIRE_SLACK_S = 5.0
+# how long a stop waits for the commits already queued (``Engine._settle``)
+STOP_SETTLE_S = 10.0
 
 ModelFactory = Callable[[LlmConfig], ModelTransport]
 Observer = Callable[[Runtime, list[Event]], None]
@@ -264,6 +266,7 @@ class Engine:
         await asyncio.gather(*sweeping, return_exceptions=True)
         for rt in list(self._runtimes.values()):
             await rt.residency.stop()
+        await self._settle(STOP_SETTLE_S)
         if self.ownership is not None:
             for rid in list(self._runtimes):
                 try:
@@ -277,6 +280,21 @@ class Engine:
         for task in retiring:
             task.cancel()  # closes the retired transport now
         await asyncio.gather(*retiring, return_exceptions=True)
+
+    async def _settle(self, timeout: float) -> None:
+        """Every change queued so far durable (or refused) before the leases go and the store
+        closes: a commit in flight when the daemon stops lands rather than being cut off with its
+        connection (nothing acknowledged depends on it; the next start would find it either way).
+        Bounded: a store that cannot be reached fails its commits by its own timeouts; this one is
+        the stop's."""
+        waits = [asyncio.ensure_future(rt.settled()) for rt in self._runtimes.values()]
+        if not waits:
+            return
+        _, late = await asyncio.wait(waits, timeout=timeout)
+        for wait in late:
+            wait.cancel()
+        if late:
+            log.warning("stopping with commits still in flight", extra={"runtimes": len(late)})
 
     def _observe(self, rt: Runtime, events: list[Event]) -> None:
         """Every committed batch of events: a new deadline to the scheduler, then the observer."""

@@ -449,6 +449,11 @@ class Runtime:
                     self.residency.launch(h)
         return accepted, fut
 
+    async def settled(self) -> None:
+        """Every change queued so far durable or refused (what ``durable`` waits for, without its
+        checks): the engine's stop waits here."""
+        await self._log.barrier()
+
     async def durable(self) -> None:
         """Wait until every change made so far is on disk (before reporting state to a client); the
         handles of a change refused meanwhile are reloaded from the store (``StoreUnavailable``
