@@ -3,7 +3,9 @@ every status of docs/protocol.md §10, the OAuth redirect, and the token kept ou
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -148,12 +150,20 @@ def test_cancelled_link_is_gone(stub: pb_grpc.AgentRuntimeStub, model: ScriptedM
 
 def test_expired_link_is_gone(stub: pb_grpc.AgentRuntimeStub, model: ScriptedModelServer,
                               http: httpx.Client) -> None:
+    # a deadline a little ahead: Wait sees the suspension, then the deadline fires (one already
+    # past could fire, and the turn finish, before Wait looked)
+    due = (datetime.now(UTC) + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
     model.route("/expired", lambda req: Reply(body={"output": "", "pending": {
-        "id": "late", "kind": "approval", "prompt": "too late", "expires_at": "2001-01-01T00:00:00Z"}}))
+        "id": "late", "kind": "approval", "prompt": "too late", "expires_at": due}}))
     agent = approval_agent("late", model.origin + "/expired")
     agent.answer_link = True  # the agent asks, not the tool
     parked = park(stub, model, agent=agent)
     assert parked.pending.answer_url
+    deadline = time.monotonic() + 20
+    while (settled := _wait(stub, parked.runtime, parked.handle)).status == "pending":
+        assert time.monotonic() < deadline, "the request never expired"
+        time.sleep(0.1)
+    assert settled.text == "declined/expired: too late"
     shown = http.get(parked.pending.answer_url, headers=JSON_ACCEPT)
     assert (shown.status_code, shown.json()["state"]) == (410, "expired")
     assert http.post(parked.pending.answer_url, json={"ok": True}).status_code == 410
