@@ -7,6 +7,7 @@ The store records every synchronous read made outside ``Store.read``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -114,3 +115,53 @@ async def test_a_resume_reads_the_version_its_parked_handle_runs_through_store_r
         assert store.direct == [], "read around Store.read (on PostgreSQL: the event loop held)"
     finally:
         await again.stop()
+
+
+class HeldRead(MemoryStore):
+    """``Store.read`` as the memory store does it, except that the first one after ``hold()`` waits
+    for ``release``: a read on its way to a slow database while the event loop serves others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+        self._arm = False
+
+    def hold(self) -> None:
+        self._arm = True
+
+    async def read(self, work: Callable[[Store], T]) -> T:
+        if self._arm:
+            self._arm = False
+            self.held.set()
+            await self.release.wait()
+        return await super().read(work)
+
+
+async def test_a_close_whose_request_is_answered_while_it_reads_closes_what_the_handle_became(
+        bench: Bench) -> None:
+    """Close reads the suspended handle's request entry off the loop before cancelling it; an
+    answer accepted meanwhile runs the handle on. The close then closes the handle as it is now
+    (its transition from the state it is in), instead of cancelling a request no longer open."""
+    store = HeldRead()
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    engine = _engine(store, bench)
+    await engine.start()
+    try:
+        await engine.new("race", [SECRET], LLM, RuntimeOptions())
+        rt = engine.runtime("race")
+        handle, request_id = await _parked(engine, "race")
+        store.hold()
+        closing = asyncio.ensure_future(rt.close(handle))
+        await asyncio.wait_for(store.held.wait(), 5)  # the close waits on its read of the entry
+        outcome = await rt.resume(Answer(request_id, ok=True), handle)
+        assert outcome.result is not None and outcome.result.status is Status.DONE
+        store.release.set()
+        await asyncio.wait_for(closing, 5)
+        closed = [e for e in store.events(rt.id, 0, 10_000) if e.handle == handle and e.to_state == "closed"]
+        assert [e.from_state for e in closed] == ["idle"], "closed from the state the handle was in"
+        entry = rt.requests.get(request_id)
+        assert entry is not None and not any(w.state.value == "cancelled" for w in entry.waits.values())
+    finally:
+        await engine.stop()

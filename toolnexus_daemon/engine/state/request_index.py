@@ -48,6 +48,11 @@ class RequestIndex:
         self._fetched[request_id] = rec
         return RequestEntry.from_json(rec) if rec else None
 
+    def unfetch(self) -> None:
+        """Forget what ``fetch`` read when its ``get`` will not come (the state moved on while it
+        read): a later ``get`` reads the store, never an entry that may be stale by then."""
+        self._fetched.clear()
+
     def get(self, request_id: str, change: Change | None = None) -> RequestEntry | None:
         if change is not None and request_id in change.requests:
             return change.requests[request_id]

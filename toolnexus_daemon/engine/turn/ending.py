@@ -69,15 +69,17 @@ async def close(rt: Ending, h: Handle, reason: str, *, keep_result: bool = False
 
 
 async def _close_one(rt: Ending, h: Handle, reason: str, keep_result: bool = False) -> None:
-    if h.state is HandleState.CLOSED:
-        return
-    if h.state is HandleState.RUNNING:
-        await _grace(rt, h)
-    prior = h.state
-    if h.state is not HandleState.IDLE:
-        await _stop_turn(rt, h)
-        keep_result = False
-    await _read_request(rt, h)
+    while True:  # again when the handle moved on (answered, say) while its request was read
+        if h.state is HandleState.CLOSED:
+            return
+        if h.state is HandleState.RUNNING:
+            await _grace(rt, h)
+        prior = h.state
+        if h.state is not HandleState.IDLE:
+            await _stop_turn(rt, h)
+            keep_result = False
+        if await _request_read(rt, h, prior):
+            break
     if _closed_meanwhile(h):
         return  # a concurrent Close got here first while this one waited: one transition, one event
     result = h.result(Status.CLOSED, f"closed ({reason})")
@@ -137,21 +139,26 @@ def _cancel_request(rt: Ending, h: Handle, change: Change) -> None:
     rt.requests.cancel(change, h.pending.id, h.id)
 
 
-async def _read_request(rt: Ending, h: Handle) -> None:
-    """The entry of ``h``'s pending request, read through ``Store.read`` (off the event loop) for
-    the ``_drop_turn`` that follows with nothing awaited between."""
-    if h.pending is not None:
-        await rt.requests.fetch(h.pending.id)
+async def _request_read(rt: Ending, h: Handle, prior: HandleState) -> bool:
+    """Read the entry of ``h``'s pending request through ``Store.read`` (off the event loop) for
+    the ``_drop_turn`` that follows with nothing awaited between. False when ``h`` left ``prior``
+    or its request changed meanwhile (answered, closed): what was read is dropped, and the caller
+    looks at the handle again rather than ending a turn that is no longer the one it saw."""
+    if h.pending is None:
+        return True
+    asked = h.pending.id
+    await rt.requests.fetch(asked)
+    if h.state is prior and h.pending is not None and h.pending.id == asked:
+        return True
+    rt.requests.unfetch()
+    return False
 
 
 async def _abandon(rt: Ending, h: Handle, prior: HandleState, note: str, status: Status) -> bool:
     """Drop ``h``'s turn and settle it ``status``; False when it left ``prior`` (or its request
     changed) while its request's entry was read, and nothing was done."""
-    if h.pending is not None:
-        asked = h.pending.id
-        await rt.requests.fetch(asked)  # for _drop_turn's cancel, with nothing awaited between
-        if h.state is not prior or h.pending is None or h.pending.id != asked:
-            return False
+    if not await _request_read(rt, h, prior):
+        return False
     change = _drop_turn(rt, h)
     result = h.result(status, "interrupted")
     h.state = HandleState.IDLE
