@@ -49,7 +49,8 @@ def _cycle(daemon: DaemonProcess, server: ScriptedModelServer, llm: dict[str, An
     deltas: list[str] = []
     try:
         h = rt.spawn(rt.root, "approver")
-        stream = rt.watch(types=["text"], handle=h) if watch_text else None
+        # the result event too: it comes after every delta of its turn, so the reader stops there
+        stream = rt.watch(types=["text", "result"], handle=h) if watch_text else None
         reader = threading.Thread(target=_collect, args=(stream, deltas)) if stream else None
         if reader:
             reader.start()
@@ -58,8 +59,8 @@ def _cycle(daemon: DaemonProcess, server: ScriptedModelServer, llm: dict[str, An
         assert pending.status == "pending" and pending.pending is not None
         out = rt.resume({"id": pending.pending.id, "ok": True})
         if stream and reader:
+            reader.join(10)  # it ends at the final result, every delta before it delivered
             stream.cancel()
-            reader.join(10)
         assert out.result is not None
         return (out.result.status, out.result.text, rt.snapshot(h).usage_total), deltas
     finally:
@@ -67,8 +68,13 @@ def _cycle(daemon: DaemonProcess, server: ScriptedModelServer, llm: dict[str, An
 
 
 def _collect(stream: Any, into: list[str]) -> None:
+    """The text deltas, in order, until the handle's first ``done`` result."""
     for ev in stream:
         assert isinstance(ev, Event)
+        if ev.type == "result":
+            if ev.result is not None and ev.result.status == "done":
+                return
+            continue
         into.append(str((ev.data or {}).get("delta", "")))
 
 
