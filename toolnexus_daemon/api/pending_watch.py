@@ -104,8 +104,8 @@ class Watcher:
             self.ready.clear()
             if self.overflowed:
                 raise FellBehind(f"this watcher fell more than {WATCH_BACKLOG} changes or "
-                                        f"{WATCH_BACKLOG_BYTES >> 20} MB behind; WatchPending again "
-                                        "(it starts over with the full list)")
+                                 f"{WATCH_BACKLOG_BYTES >> 20} MB behind; WatchPending again "
+                                 "(it starts over with the full list)")
             while self.backlog:
                 change = self.backlog.popleft()
                 self.backlog_bytes -= change.ByteSize()

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from .._pending import PendingChange, change_from_pb
-from ._watch import RESUME, ReopeningStream, ResumePolicy
+from ._watch import RESUME, ReopeningStream, ResumePolicy, exhausted_trailer
 
 # the trailer of a WatchPending the daemon ended because its reader fell behind
 RELIST = "x-toolnexus-relist"
@@ -43,6 +43,4 @@ class PendingStream(ReopeningStream[PendingChange]):
 
 def fell_behind(err: Any) -> bool:
     """Whether the daemon ended a WatchPending RESOURCE_EXHAUSTED for its reader falling behind."""
-    if err.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return False
-    return any(key == RELIST for key, _ in err.trailing_metadata() or ())
+    return exhausted_trailer(err, RELIST) is not None

@@ -54,14 +54,21 @@ RESUME = ResumePolicy()
 RESUME_AFTER = "x-toolnexus-resume-after-seq"
 
 
-def resume_after(err: Any) -> int | None:
-    """The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else None."""
+def exhausted_trailer(err: Any, name: str) -> str | None:
+    """The trailer ``name`` of a stream the daemon ended RESOURCE_EXHAUSTED, else None: how a
+    reader that fell behind is told from a refusal (the stream limit carries no such trailer)."""
     if err.code() is not grpc.StatusCode.RESOURCE_EXHAUSTED:
         return None
     for key, value in err.trailing_metadata() or ():
-        if key == RESUME_AFTER and str(value).isdigit():
-            return int(value)
+        if key == name:
+            return str(value)
     return None
+
+
+def resume_after(err: Any) -> int | None:
+    """The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else None."""
+    value = exhausted_trailer(err, RESUME_AFTER)
+    return int(value) if value is not None and value.isdigit() else None
 
 
 class ReopeningStream(Generic[T]):
