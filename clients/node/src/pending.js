@@ -5,20 +5,18 @@
 // shutdown, a cluster move) is opened again from the start with backoff (RESUME_POLICY): the full
 // list arrives again, then a new SYNCED; `reopened` counts the reopenings. So is one the daemon
 // ended RESOURCE_EXHAUSTED because its reader fell behind (the RELIST trailer says so; the
-// per-caller stream limit has none and is thrown). Any other error ends the iteration with it; breaking out of the loop, `cancel()` or the AbortSignal end it quietly.
-
-import grpc from '@grpc/grpc-js';
+// per-caller stream limit has none and is thrown). Any other error ends the iteration with it;
+// breaking out of the loop, `cancel()` or the AbortSignal end it quietly.
 
 import { requestFromPb } from './convert.js';
-import { RESUME_POLICY, ReopeningStream } from './watch.js';
+import { RESUME_POLICY, ReopeningStream, exhaustedTrailer } from './watch.js';
 
 /** The trailer of a WatchPending the daemon ended because its reader fell behind: list again. */
 export const RELIST = 'x-toolnexus-relist';
 
 /** Whether the daemon ended a WatchPending RESOURCE_EXHAUSTED for its reader falling behind. */
 export function fellBehind(err) {
-  if (err?.code !== grpc.status.RESOURCE_EXHAUSTED || typeof err.metadata?.get !== 'function') return false;
-  return err.metadata.get(RELIST).length > 0;
+  return exhaustedTrailer(err, RELIST) !== null;
 }
 
 export const PendingChangeType = Object.freeze({ ADDED: 'ADDED', REMOVED: 'REMOVED', SYNCED: 'SYNCED' });

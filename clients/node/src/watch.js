@@ -21,11 +21,18 @@ export const RESUME_AFTER = 'x-toolnexus-resume-after-seq';
 
 /** The seq a Watch ended RESOURCE_EXHAUSTED for falling behind names in its trailers, else null. */
 export function resumeAfter(err) {
+  const value = exhaustedTrailer(err, RESUME_AFTER);
+  return value !== null && /^\d+$/.test(value) ? Number(value) : null;
+}
+
+/**
+ * The trailer `name` of a stream the daemon ended RESOURCE_EXHAUSTED, else null: how a reader that
+ * fell behind is told from a refusal (the stream limit carries no such trailer).
+ */
+export function exhaustedTrailer(err, name) {
   if (err?.code !== grpc.status.RESOURCE_EXHAUSTED || typeof err.metadata?.get !== 'function') return null;
-  for (const value of err.metadata.get(RESUME_AFTER)) {
-    if (/^\d+$/.test(String(value))) return Number(value);
-  }
-  return null;
+  const [value] = err.metadata.get(name);
+  return value === undefined ? null : String(value);
 }
 
 /**
