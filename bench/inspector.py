@@ -32,7 +32,6 @@ from typing import Any
 
 from bench.common import daemon, machine, workdir
 from bench.pending_scale import grow
-from toolnexus_daemon.api._gen import runtime_pb2 as pb
 from toolnexus_daemon.model import Event, EventType
 from toolnexus_daemon.store import Batch, LmdbStore, Store
 
@@ -100,13 +99,14 @@ def measure(address: str, path: str, calls: int) -> dict[str, Any]:
 
 
 def ui_address(proc: Any) -> str:
-    from tests.support.grpc_client import open_stub
+    """The inspector's address, as the daemon's ``Info`` reports it (through the public client)."""
+    from toolnexus_client import Daemon
 
-    channel, stub = open_stub(proc.target)
+    client = Daemon(proc.target)
     try:
-        return str(stub.Info(pb.InfoRequest(), timeout=10).config["ui-listen"])
+        return str(client.info(timeout=10).config["ui-listen"])
     finally:
-        channel.close()
+        client.close()
 
 
 def run(parked: int, events: int, calls: int) -> dict[str, Any]:

@@ -120,6 +120,34 @@ def test_target_and_token_come_from_the_environment(token_daemon: DaemonProcess,
         assert rt.spawn(rt.root, AGENT) == "root/operator.1"
 
 
+def test_info_carries_the_daemons_addresses_and_configuration(tmp_path: Path) -> None:
+    """``Info`` through both faces: where the daemon listens, its metrics endpoint and its effective
+    configuration by flag name, a secret redacted (the Node client's ``info()`` carries the same)."""
+    import asyncio
+
+    from toolnexus_client.aio import Runtime as AioRuntime
+
+    proc = DaemonProcess(tmp_path / "data", "--metrics-listen", "127.0.0.1:0",
+                         env={"TOOLNEXUS_TOKEN": TOKEN}).start()
+    try:
+        reg = registry(agent(AGENT))
+        with Runtime.new(target=proc.target, token=TOKEN, registry=reg, llm=NO_MODEL) as rt:
+            info = rt.info()
+
+        async def aio_info() -> Any:
+            async with await AioRuntime.new(proc.target, reg, token=TOKEN, llm=NO_MODEL) as art:
+                return await art.info()
+
+        for got in (info, asyncio.run(aio_info())):
+            assert proc.target in got.listen, got.listen
+            assert got.config["auth-token"] == "<redacted>"
+            assert got.config["data-dir"] == str(tmp_path / "data")
+            host, _, port = got.metrics_address.rpartition(":")
+            assert host == "127.0.0.1" and int(port) > 0
+    finally:
+        proc.stop()
+
+
 def test_action_id_is_stable_across_a_resume_and_new_for_the_next_action(daemon: DaemonProcess) -> None:
     """``ctx.action_id``: the same when the resume re-invokes the call, different for the next call, so
     request ids built from it are unique per action (a request id is single-use within a runtime)."""

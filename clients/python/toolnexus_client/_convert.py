@@ -159,7 +159,9 @@ def info_from_pb(message: pb.InfoResponse) -> Info:
                 store_size_bytes=message.store_size_bytes, limits=dict(message.limits),
                 runtimes=message.runtimes, format_version=message.format_version,
                 runtime_version=message.runtime_version,
-                versions_without_worker=tuple(message.versions_without_worker))
+                versions_without_worker=tuple(message.versions_without_worker),
+                listen=tuple(message.listen), config=dict(message.config),
+                metrics_address=message.metrics_address)
 
 
 def inbox_item_to_pb(sender: str, channel: str, text: str) -> pb.InboxItem:

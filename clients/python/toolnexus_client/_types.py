@@ -263,6 +263,11 @@ class Info:
     # with a runtime: its latest registry version, and the versions whose native calls wait for a worker
     runtime_version: int = 0
     versions_without_worker: tuple[int, ...] = ()
+    # where the daemon listens (gRPC), its effective configuration by flag name (secrets read
+    # "<redacted>") and its metrics endpoint ("" when off): what the Node client's info() carries too
+    listen: tuple[str, ...] = ()
+    config: dict[str, str] = field(default_factory=dict)
+    metrics_address: str = ""
 
 
 @dataclass(frozen=True)
