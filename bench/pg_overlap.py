@@ -149,9 +149,31 @@ def _measure(tree: Path, dsn: str | None, base: Path, name: str, clients: int, c
     finally:
         proc.stop(timeout=60)
     done = clients * (cycles + 1)  # with the warm-up cycle
+    per_cycle = spent.per_cycle(done)
     return {"one": one, "many": many, "speedup": many / one, "probe_p50_ms": _pct(probes, 0.5),
-            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes), **spent.per_cycle(done),
+            "probe_p99_ms": _pct(probes, 0.99), "probes": len(probes), **per_cycle,
+            **ceilings(per_cycle, one),
             **{f"proxy_late_{k}": v for k, v in late.items() if k != "count"}}
+
+
+def ceilings(per_cycle: dict[str, float], one: float) -> dict[str, float]:
+    """The most cycles/s this run's CPU per cycle allows, and the 16 / one ratio that would be.
+
+    ``loop``: the daemon's event loop is one thread, so its CPU per cycle gets at most one core
+    (an upper bound: the store's reader threads need the same GIL too, and are not counted);
+    ``machine``: the daemon, the clients, the proxy and the database server together get at most
+    every core of the machine (nothing else running). Whichever is lower bounds the 16-client
+    rate, whatever the round trips' overlap: a speed-up goal above ``ceiling_speedup`` needs less
+    CPU per cycle, not more overlap.
+    """
+    loop_ms = per_cycle.get("daemon_loop_cpu_ms_per_cycle", 0.0)
+    ours_ms = sum(per_cycle.get(k, 0.0) for k in ("daemon_cpu_ms_per_cycle", "client_cpu_ms_per_cycle",
+                                                  "proxy_cpu_ms_per_cycle", "server_cpu_ms_per_cycle"))
+    loop = 1000 / loop_ms if loop_ms else float("inf")
+    machine = (os.cpu_count() or 1) * 1000 / ours_ms if ours_ms else float("inf")
+    best = min(loop, machine)
+    return {"ceiling_loop_cycles_per_s": loop, "ceiling_machine_cycles_per_s": machine,
+            "ceiling_speedup": best / one if one else 0.0}
 
 
 def _free_port() -> int:
