@@ -11,7 +11,7 @@ import pytest
 
 from toolnexus_client import Answer, Context, Request, Tool, ToolResult
 from toolnexus_client import _convert as convert
-from toolnexus_client._dispatch import to_tool_result
+from toolnexus_client._dispatch import reply_parts, to_tool_result
 from toolnexus_client._gen import runtime_pb2 as pb
 from toolnexus_client.aio._dispatch import Dispatcher, run_llm, run_resolve, run_tool
 
@@ -160,3 +160,36 @@ async def test_resolve_asks_the_resolver() -> None:
     assert convert.answer_from_pb(reply.answer) == Answer("q", True, data={"by": "bot"})
     declined = await run_resolve(None, call)
     assert convert.answer_from_pb(declined.answer) == Answer("q", False, reason="cancelled")
+
+
+@pytest.mark.parametrize("reply", [
+    {"status": 200, "body": {"choices": [{"message": {"content": "hi", "tool_calls": []}}], "usage": {}}},
+    {"status": 200, "body": {}},
+    {"choices": []},
+    {"status": 503, "body": "busy"},
+    {"status": 200, "body": {"bad": {1, 2}}},  # no JSON: the error reply, no half-built body
+    {"status": 2**40, "body": {"x": 1}},  # out of an int32: the error reply
+    {"status": 200, "body": {"bad": object(), "n": 1}},
+])
+async def test_a_model_reply_built_in_place_is_the_reply_built_whole(reply: dict[str, Any]) -> None:
+    """The dispatcher writes a model reply straight into its WorkerMessage; what it sends is what
+    ``run_llm``'s reply wrapped in a WorkerMessage was, errors included."""
+    def transport(request: dict[str, Any]) -> dict[str, Any]:
+        return reply
+
+    call = llm_call({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5})
+    dispatcher = Dispatcher("rt", {}, transport)
+    try:
+        task = dispatcher.submit(pb.DaemonMessage(llm_call=call))
+        assert task is not None
+        got = await asyncio.wait_for(task, 10)
+    finally:
+        dispatcher.close()
+    try:  # the reply as run_llm built it before: whole, in one constructor
+        status, parsed = reply_parts(reply)
+        want = pb.LlmReply(call_id="m1", status=status, body=convert.struct_from(parsed))
+    except Exception as exc:
+        want = pb.LlmReply(call_id="m1", error=f"transport raised {type(exc).__name__}: {exc}")
+    assert got == pb.WorkerMessage(llm_reply=want)
+    assert got.SerializeToString(deterministic=True) == pb.WorkerMessage(llm_reply=want).SerializeToString(
+        deterministic=True)

@@ -50,11 +50,17 @@ def struct_from(value: Mapping[str, Any] | None) -> struct_pb2.Struct:
     pays it. Any other type (a tuple, a Mapping, a subclass, a Struct) takes protobuf's own path, so
     what it accepts and the errors it raises stay protobuf's."""
     out = struct_pb2.Struct()
+    struct_into(out, value)
+    return out
+
+
+def struct_into(out: struct_pb2.Struct, value: Mapping[str, Any] | None) -> None:
+    """``struct_from`` written into ``out``, an empty Struct (a new one, or one a message holds: a
+    Struct given to a message's constructor or ``CopyFrom`` is copied once more)."""
     if value:
         fields = out.fields
         for key, item in (value if type(value) is dict else dict(value)).items():
             _set_value(fields[key], item)
-    return out
 
 
 def _set_value(target: struct_pb2.Value, value: Any) -> None:

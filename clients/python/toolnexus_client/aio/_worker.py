@@ -139,22 +139,28 @@ class WorkerStream:
         outbox.put_nowait(pb.WorkerMessage(hello=self.hello))
         call = self._stub.Connect(_drain(outbox), metadata=self._metadata)
         self._call = call
+
+        def post(done: asyncio.Task[pb.WorkerMessage]) -> None:  # one per connection, not per call
+            _post_reply(done, outbox)
+
+        submit = self._dispatcher.submit
         try:
             async for message in call:
-                await self._on_message(message, outbox)
+                kind = message.WhichOneof("msg")
+                if kind == "welcome":
+                    await self._welcomed()
+                    continue
+                task = submit(message, kind)
+                if task is not None:
+                    task.add_done_callback(post)
         finally:
             outbox.put_nowait(_CLOSE)
             self._call = None
 
-    async def _on_message(self, message: pb.DaemonMessage, outbox: asyncio.Queue[Any]) -> None:
-        if message.WhichOneof("msg") == "welcome":
-            async with self._state:
-                self.welcomes += 1
-                self._state.notify_all()
-            return
-        task = self._dispatcher.submit(message)
-        if task is not None:
-            task.add_done_callback(lambda done: _post_reply(done, outbox))
+    async def _welcomed(self) -> None:
+        async with self._state:
+            self.welcomes += 1
+            self._state.notify_all()
 
 
 def _cancelling() -> bool:
