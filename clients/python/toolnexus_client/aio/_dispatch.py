@@ -15,6 +15,7 @@ threads) so it cannot block the loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections import OrderedDict
@@ -101,6 +102,33 @@ async def run_resolve(resolver: AsyncResolver | None, call: pb.Resolve) -> pb.Re
     return pb.ResolveReply(call_id=call.call_id, answer=convert.answer_to_pb(answer))
 
 
+Send = Callable[[pb.WorkerMessage], Awaitable[None]]
+"""A connection's writer: sends one reply on it (nothing once it is gone), never raises."""
+
+_sending: set[asyncio.Task[None]] = set()  # sends scheduled from callbacks, held until written
+
+
+def _send_when_done(done: asyncio.Task[pb.WorkerMessage], send: Send) -> None:
+    """Send a finished call's reply (a redelivered call's first run) on the connection it came on."""
+    if done.cancelled():
+        return
+    error = done.exception()
+    if error is not None:
+        log.error("worker call failed unexpectedly: %r", error)
+        return
+    sending = asyncio.ensure_future(send(done.result()))
+    _sending.add(sending)
+    sending.add_done_callback(_sending.discard)
+
+
+def _retrieve_when_done() -> None:
+    """Mark the current task's exception as seen once it ends (it was logged already): asyncio
+    would otherwise report it again when the task is collected."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
 class Dispatcher:
     """Runs daemon calls as event-loop tasks and deduplicates them by call_id."""
 
@@ -128,10 +156,23 @@ class Dispatcher:
             out.resolve_reply.CopyFrom(await run_resolve(self.resolver, message.resolve))
         return out
 
-    def submit(self, message: pb.DaemonMessage,
-               kind: str | None = None) -> asyncio.Task[pb.WorkerMessage] | None:
+    async def _answer_and_send(self, message: pb.DaemonMessage, kind: str | None,
+                               send: Send) -> pb.WorkerMessage:
+        try:
+            reply = await self._answer(message, kind)
+        except Exception as error:
+            log.error("worker call failed unexpectedly: %r", error)
+            _retrieve_when_done()
+            raise
+        await send(reply)
+        return reply
+
+    def submit(self, message: pb.DaemonMessage, kind: str | None = None,
+               send: Send | None = None) -> asyncio.Task[pb.WorkerMessage] | None:
         """The task answering a call; a redelivered call_id gets the first run's task. ``kind``: the
-        message's ``msg`` field when the caller has read it already."""
+        message's ``msg`` field when the caller has read it already. With ``send`` (a connection's
+        writer) the reply is also sent: by the task itself, once its reply is ready, or, for a
+        redelivered call, when the first run's task is done."""
         if kind is None:
             kind = message.WhichOneof("msg")
         if kind == "llm_call":
@@ -146,8 +187,11 @@ class Dispatcher:
         known = cache.get(call_id)
         if known is not None:
             cache.move_to_end(call_id)
+            if send is not None:
+                known.add_done_callback(functools.partial(_send_when_done, send=send))
             return known
-        task = asyncio.create_task(self._answer(message, kind), name=f"toolnexus-call-{call_id}")
+        answer = self._answer(message, kind) if send is None else self._answer_and_send(message, kind, send)
+        task = asyncio.create_task(answer, name=f"toolnexus-call-{call_id}")
         cache[call_id] = task
         if len(cache) > self._cache_size:
             self._forget_finished()
