@@ -50,8 +50,9 @@ Cycle = Callable[[], Awaitable[None]]
 class Tree:
     """One client: its runtimes on the daemon and their cycle."""
 
-    def __init__(self, name: str, module: str) -> None:
+    def __init__(self, name: str, module: str, plain: bool = False) -> None:
         self.name = name
+        self.plain = plain
         self.module = module
         self.client = importlib.import_module(module)
         self.aio = importlib.import_module(f"{module}.aio")
@@ -62,23 +63,31 @@ class Tree:
     def registry(self) -> Any:
         tnc = self.client
 
-        async def secret_action(args: Any, ctx: Any) -> Any:
+        def secret_action(args: Any, ctx: Any) -> Any:
             if ctx.answer is not None:
                 return "action performed"
             return tnc.ToolResult.suspend(id=f"approve:{ctx.handle}", kind="approval", prompt="approve?")
 
+        async def async_secret_action(args: Any, ctx: Any) -> Any:
+            return secret_action(args, ctx)
+
         tool = tnc.Tool(TOOL, description="an action that needs approval",
-                        input_schema={"type": "object", "properties": {}}, execute=secret_action)
+                        input_schema={"type": "object", "properties": {}},
+                        execute=secret_action if self.plain else async_secret_action)
         return tnc.registry(tnc.agent(AGENT, does="performs actions that need authorization",
                                       uses={"tools": [tool]}))
 
     async def connect(self, target: str, clients: int) -> None:
+        def plain_transport(request: Any) -> dict[str, Any]:
+            return mock_reply(request["body"])
+
         async def transport(request: Any) -> dict[str, Any]:
             return mock_reply(request["body"])
 
         registry = self.registry()
+        served = plain_transport if self.plain else transport
         self.runtimes = list(await asyncio.gather(*(
-            self.aio.Runtime.new(target, registry=registry, transport=transport, connect_timeout=30.0)
+            self.aio.Runtime.new(target, registry=registry, transport=served, connect_timeout=30.0)
             for _ in range(clients))))
 
     @staticmethod
@@ -104,7 +113,7 @@ class Tree:
         await asyncio.gather(*(rt.detach() for rt in self.runtimes))
 
 
-def load_trees(specs: list[str], scratch: Path) -> list[Tree]:
+def load_trees(specs: list[str], scratch: Path, plain: bool) -> list[Tree]:
     """Each ``NAME=CHECKOUT``'s client importable as ``tnc_NAME`` (its modules import each other
     relatively, so a link under another name is that client, whole)."""
     sys.path.insert(0, str(scratch))
@@ -117,7 +126,7 @@ def load_trees(specs: list[str], scratch: Path) -> list[Tree]:
         if not (package / "__init__.py").exists():
             raise SystemExit(f"no client at {package}")
         (scratch / f"tnc_{name}").symlink_to(package, target_is_directory=True)
-        trees.append(Tree(name, f"tnc_{name}"))
+        trees.append(Tree(name, f"tnc_{name}", plain))
     return trees
 
 
@@ -189,13 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync", action="store_true", help="a synced daemon (default --no-sync)")
     parser.add_argument("--tree", action="append", default=[], metavar="NAME=CHECKOUT",
                         help="a checkout whose client to measure, paired with the others (give 2+)")
+    parser.add_argument("--plain", action="store_true",
+                        help="with --tree: the tool and the model plain functions (run in threads, "
+                             "as bench.client_cycle serves them) rather than async def")
     args = parser.parse_args(argv)
+    if args.plain and not args.tree:
+        parser.error("--plain goes with --tree")
     if not (1 <= args.clients <= 64 and 1 <= args.cycles <= 1000 and 1 <= args.reps <= 50):
         parser.error("--clients 1..64, --cycles 1..1000, --reps 1..50")
     if len(args.tree) == 1:
         parser.error("--tree pairs two or more checkouts (without it: the client on PYTHONPATH)")
     with tempfile.TemporaryDirectory(prefix="tnx-client-cpu-") as tmp:
-        trees = load_trees(args.tree, Path(tmp)) if args.tree else []
+        trees = load_trees(args.tree, Path(tmp), args.plain) if args.tree else []
         proc = DaemonProcess(Path(tmp) / "data", *(() if args.sync else ("--no-sync",))).start(timeout=120)
         try:
             if trees:
@@ -205,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             proc.stop(timeout=60)
     out = {"clients": args.clients, "cycles_per_client": args.cycles, "reps": args.reps, "synced": args.sync,
+           "callables": "plain" if args.plain else "async def",
            "unit": "client process CPU ms per cycle", **figures}
     print(json.dumps(out))
     return 0
