@@ -106,7 +106,8 @@ def dict_from(value: struct_pb2.Struct) -> JSON:
     What ``json_format.MessageToDict`` gives for a Struct (integral floats then made ints), read
     straight off the messages: ``MessageToDict`` walks every Value through its generic printer,
     and each model call's request arrives as a Struct."""
-    return {key: _value(item) for key, item in value.fields.items()}
+    fields = value.fields  # indexed by key: faster than the map's items() view
+    return {key: _value(fields[key]) for key in fields}
 
 
 def _value(value: struct_pb2.Value) -> Any:
@@ -116,7 +117,8 @@ def _value(value: struct_pb2.Value) -> Any:
     if kind == "string_value":
         return value.string_value
     if kind == "struct_value":
-        return {key: _value(item) for key, item in value.struct_value.fields.items()}
+        fields = value.struct_value.fields
+        return {key: _value(fields[key]) for key in fields}
     if kind == "list_value":
         return [_value(item) for item in value.list_value.values]
     if kind == "number_value":
