@@ -103,7 +103,8 @@ async def run_resolve(resolver: AsyncResolver | None, call: pb.Resolve) -> pb.Re
 
 
 Send = Callable[[pb.WorkerMessage], Awaitable[None]]
-"""A connection's writer: sends one reply on it (nothing once it is gone), never raises."""
+"""A connection's writer: sends one reply on it (nothing once it is gone); raises nothing but the
+cancellation of the task that calls it."""
 
 _sending: set[asyncio.Task[None]] = set()  # sends scheduled from callbacks, held until written
 
