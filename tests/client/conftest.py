@@ -37,6 +37,10 @@ class FakeDaemon(pb_grpc.AgentRuntimeServicer):
         self.new_error: tuple[grpc.StatusCode, str] | None = None
         self.connect_error: tuple[grpc.StatusCode, str] | None = None
         self.welcome = True
+        # Connect streams being served: a stream the worker cancelled is served on until its
+        # handler sees it (up to 50 ms), and a call put meanwhile could go to that dead stream
+        self.open_streams = 0
+        self._lock = threading.Lock()
 
     def _record(self, name: str, context: grpc.ServicerContext) -> None:
         self.metadata.append((name, {k: v for k, v in context.invocation_metadata()}))
@@ -53,19 +57,26 @@ class FakeDaemon(pb_grpc.AgentRuntimeServicer):
         self._record("Connect", context)
         if self.connect_error:
             context.abort(*self.connect_error)
-        hello = next(request_iterator).hello
-        self.hellos.put(hello)
-        threading.Thread(target=self._collect, args=(request_iterator,), daemon=True).start()
-        if self.welcome:
-            yield pb.DaemonMessage(welcome=pb.Welcome(worker_id=hello.worker_id, runtime_id=hello.runtime_id))
-        while context.is_active():
-            try:
-                item = self.calls.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if item is DROP:
-                return
-            yield item
+        with self._lock:
+            self.open_streams += 1
+        try:
+            hello = next(request_iterator).hello
+            self.hellos.put(hello)
+            threading.Thread(target=self._collect, args=(request_iterator,), daemon=True).start()
+            if self.welcome:
+                yield pb.DaemonMessage(welcome=pb.Welcome(worker_id=hello.worker_id,
+                                                          runtime_id=hello.runtime_id))
+            while context.is_active():
+                try:
+                    item = self.calls.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if item is DROP:
+                    return
+                yield item
+        finally:
+            with self._lock:
+                self.open_streams -= 1
 
     def _collect(self, request_iterator: Iterator[pb.WorkerMessage]) -> None:
         try:

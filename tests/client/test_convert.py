@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import collections
+import enum
+import json
+import math
+import types
+from typing import Any
+
 import pytest
+from google.protobuf import json_format, struct_pb2
 
 from toolnexus_client import Answer, Budget, Llm, Request, Tool, ToolResult, agent, registry
 from toolnexus_client import _convert as convert
@@ -115,3 +123,101 @@ def test_unknown_option_and_budget_keys_are_named() -> None:
         convert.options_to_pb({"inbox_capp": 3})
     with pytest.raises(ValueError, match="max_turn\\b"):
         Budget.of({"max_turn": 3})
+
+
+# ------------------------------------------------------------ Struct <-> dict, held to protobuf's own path
+
+def _reference_struct_from(value: Any) -> struct_pb2.Struct:
+    """What ``struct_from`` must build: protobuf's ``Struct.update``."""
+    out = struct_pb2.Struct()
+    if value:
+        out.update(dict(value))
+    return out
+
+
+def _reference_ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _reference_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reference_ints(v) for v in value]
+    return value
+
+
+def _reference_dict_from(value: struct_pb2.Struct) -> Any:
+    """What ``dict_from`` must give: ``json_format.MessageToDict``, integral floats made ints."""
+    return _reference_ints(json_format.MessageToDict(value))
+
+
+class _Colour(enum.IntEnum):
+    RED = 1
+
+
+TRICKY: list[Any] = [
+    {},
+    {"": ""},
+    {"empty_obj": {}, "empty_list": [], "nested_empty": [[], [{}], {"a": []}]},
+    {"n": 5, "neg": -3, "zero": 0, "negzero": -0.0, "half": 0.5, "big": 10**20, "huge": 1e300,
+     "tiny": 5e-324, "odd": 2**53 + 1, "max": 2**63, "minus": -(2**70)},
+    {"t": True, "f": False, "none": None, "list": [True, 1, 1.0, None, "1", 0, False]},
+    {"ünïcödé ✓": "välue \u0000 \n", "emoji": "😀", "key with spaces": {"x": [["deep", [["deeper"]]]]}},
+    {"tuple": (1, "a", None), "nested_tuple": [(), ({"a": (2,)},)]},
+    {"ordered": collections.OrderedDict([("b", 1), ("a", {"c": 2})]), "enum": _Colour.RED},
+    {"str_sub": type("S", (str,), {})("sub"), "float_sub": type("F", (float,), {})(1.5)},
+    {"chat": {"model": "m", "messages": [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]}],
+        "tools": [{"type": "function", "function": {"parameters": {"type": "object", "properties": {}}}}],
+        "max_tokens": 1024, "temperature": 0.7}},
+]
+
+
+@pytest.mark.parametrize("value", TRICKY, ids=range(len(TRICKY)))
+def test_struct_from_builds_what_struct_update_builds(value: Any) -> None:
+    """The direct path sets the same fields as protobuf's ``Struct.update``, byte for byte."""
+    got, want = convert.struct_from(value), _reference_struct_from(value)
+    assert got == want
+    assert got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("value", TRICKY, ids=range(len(TRICKY)))
+def test_dict_from_reads_what_message_to_dict_reads(value: Any) -> None:
+    """The direct reader gives what ``MessageToDict`` gives (integral numbers as ints), types included."""
+    message = _reference_struct_from(value)
+    got, want = convert.dict_from(message), _reference_dict_from(message)
+    assert got == want
+    assert json.dumps(got) == json.dumps(want)  # ints stay ints, floats floats, the keys in order
+
+
+def test_struct_from_mapping_and_empty_inputs() -> None:
+    """A non-dict Mapping, None and an empty mapping: what ``Struct.update`` gives."""
+    proxy = types.MappingProxyType({"a": [1, {"b": None}]})
+    assert convert.struct_from(proxy) == _reference_struct_from(proxy)
+    assert convert.struct_from(None) == struct_pb2.Struct() == convert.struct_from({})
+
+
+@pytest.mark.parametrize("bad", [{"set": {1, 2}}, {"obj": object()}, {"deep": [{"x": b"bytes"}]},
+                                 {"nan_ok_but_key": {1: "int key"}}])
+def test_struct_from_refuses_what_struct_update_refuses(bad: Any) -> None:
+    """A value JSON cannot hold fails with protobuf's own error, type and message."""
+    with pytest.raises(Exception) as want:
+        _reference_struct_from(bad)
+    with pytest.raises(type(want.value)) as got:
+        convert.struct_from(bad)
+    assert str(got.value) == str(want.value)
+
+
+def test_dict_from_unset_values_and_non_finite_numbers() -> None:
+    """An unset Value reads as None; Infinity and NaN fail as ``MessageToDict`` fails."""
+    message = struct_pb2.Struct()
+    message.fields["unset"]  # noqa: B018 (an unset Value in the map)
+    message.fields["list"].list_value.values.add()
+    assert convert.dict_from(message) == _reference_dict_from(message) == {"unset": None, "list": [None]}
+    for number in (math.inf, -math.inf, math.nan):
+        bad = struct_pb2.Struct()
+        bad.fields["x"].list_value.values.add().number_value = number
+        with pytest.raises(ValueError) as want:
+            _reference_dict_from(bad)
+        with pytest.raises(ValueError) as got:
+            convert.dict_from(bad)
+        assert str(got.value) == str(want.value)

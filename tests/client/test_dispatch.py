@@ -7,13 +7,16 @@ import asyncio
 import threading
 from typing import Any
 
+import grpc
+import grpc.aio
 import pytest
 
 from toolnexus_client import Answer, Context, Request, Tool, ToolResult
 from toolnexus_client import _convert as convert
-from toolnexus_client._dispatch import to_tool_result
+from toolnexus_client._dispatch import reply_parts, to_tool_result
 from toolnexus_client._gen import runtime_pb2 as pb
 from toolnexus_client.aio._dispatch import Dispatcher, run_llm, run_resolve, run_tool
+from toolnexus_client.aio._worker import _Replies
 
 
 def tool_call(tool: str, call_id: str = "c1", args: dict[str, Any] | None = None,
@@ -160,3 +163,125 @@ async def test_resolve_asks_the_resolver() -> None:
     assert convert.answer_from_pb(reply.answer) == Answer("q", True, data={"by": "bot"})
     declined = await run_resolve(None, call)
     assert convert.answer_from_pb(declined.answer) == Answer("q", False, reason="cancelled")
+
+
+@pytest.mark.parametrize("reply", [
+    {"status": 200, "body": {"choices": [{"message": {"content": "hi", "tool_calls": []}}], "usage": {}}},
+    {"status": 200, "body": {}},
+    {"choices": []},
+    {"status": 503, "body": "busy"},
+    {"status": 200, "body": {"bad": {1, 2}}},  # no JSON: the error reply, no half-built body
+    {"status": 2**40, "body": {"x": 1}},  # out of an int32: the error reply
+    {"status": 200, "body": {"bad": object(), "n": 1}},
+])
+async def test_a_model_reply_built_in_place_is_the_reply_built_whole(reply: dict[str, Any]) -> None:
+    """The dispatcher writes a model reply straight into its WorkerMessage; what it sends is what
+    ``run_llm``'s reply wrapped in a WorkerMessage was, errors included."""
+    def transport(request: dict[str, Any]) -> dict[str, Any]:
+        return reply
+
+    call = llm_call({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5})
+    dispatcher = Dispatcher("rt", {}, transport)
+    try:
+        task = dispatcher.submit(pb.DaemonMessage(llm_call=call))
+        assert task is not None
+        got = await asyncio.wait_for(task, 10)
+    finally:
+        dispatcher.close()
+    try:  # the reply as run_llm built it before: whole, in one constructor
+        status, parsed = reply_parts(reply)
+        want = pb.LlmReply(call_id="m1", status=status, body=convert.struct_from(parsed))
+    except Exception as exc:
+        want = pb.LlmReply(call_id="m1", error=f"transport raised {type(exc).__name__}: {exc}")
+    assert got == pb.WorkerMessage(llm_reply=want)
+    assert got.SerializeToString(deterministic=True) == pb.WorkerMessage(llm_reply=want).SerializeToString(
+        deterministic=True)
+
+
+# ------------------------------------------------------------ a connection's replies (aio._worker._Replies)
+
+class _FakeCall:
+    """The writing side of a grpc.aio stream call: records writes, fails as told, one write at a time."""
+
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.written: list[pb.WorkerMessage] = []
+        self.fail = fail
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def write(self, message: pb.WorkerMessage) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+            if self.fail is not None:
+                raise self.fail
+            self.written.append(message)
+        finally:
+            self.in_flight -= 1
+
+
+def _reply(call_id: str) -> pb.WorkerMessage:
+    return pb.WorkerMessage(tool_outcome=pb.ToolOutcome(call_id=call_id))
+
+
+async def test_replies_go_out_one_write_at_a_time_in_order() -> None:
+    """gRPC allows one write in flight: replies ready together are written one after the other."""
+    call = _FakeCall()
+    replies = _Replies(call)
+    call.gate.clear()
+    sends = [asyncio.create_task(replies.send(_reply(f"c{n}"))) for n in range(3)]
+    await asyncio.sleep(0)
+    call.gate.set()
+    await asyncio.gather(*sends)
+    assert [m.tool_outcome.call_id for m in call.written] == ["c0", "c1", "c2"]
+    assert call.most_in_flight == 1
+
+
+@pytest.mark.parametrize("fail", [
+    asyncio.CancelledError(),  # the call cancelled under the write (a reconnect), not the task
+    asyncio.InvalidStateError("RPC already finished"),
+    grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "gone"),
+])
+async def test_a_reply_on_a_gone_stream_is_dropped_quietly(fail: BaseException) -> None:
+    """A stream that ended or was cancelled drops its replies (the daemon redelivers the calls on
+    the next stream): the call's task does not fail, nor end cancelled, and nothing more is written."""
+    call = _FakeCall(fail)
+    replies = _Replies(call)
+    await replies.send(_reply("c1"))
+    call.fail = None
+    await replies.send(_reply("c2"))
+    assert call.written == []
+
+
+async def test_a_cancelled_call_task_is_cancelled_while_writing() -> None:
+    """The task's own cancellation (the worker stopping) is not swallowed as a gone stream."""
+    call = _FakeCall()
+    call.gate.clear()
+    sending = asyncio.create_task(_Replies(call).send(_reply("c1")))
+    await asyncio.sleep(0)
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+
+
+async def test_a_call_that_fails_unexpectedly_is_logged_once_and_sends_nothing(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A call whose reply cannot even be built (a Resolve whose request data holds NaN) is logged as
+    an unexpected failure, and its connection gets no reply, as before."""
+    call = _FakeCall()
+    replies = _Replies(call)
+    resolve = pb.Resolve(call_id="r9", handle="root", request=pb.Request(id="q", kind="approval"))
+    resolve.request.data.fields["x"].number_value = float("nan")
+    dispatcher = Dispatcher("rt", {}, resolver=lambda req: {"id": req.id, "ok": True})
+    try:
+        task = dispatcher.submit(pb.DaemonMessage(resolve=resolve), None, replies.send)
+        assert task is not None
+        with pytest.raises(ValueError, match="NaN"):
+            await asyncio.wait_for(task, 10)
+    finally:
+        dispatcher.close()
+    failures = [r for r in caplog.records if "worker call failed unexpectedly" in r.getMessage()]
+    assert len(failures) == 1 and call.written == []

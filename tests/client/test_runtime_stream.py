@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -156,3 +160,48 @@ def test_llm_or_transport_is_required() -> None:
     with pytest.raises(ValueError, match="style 'worker'"):
         Runtime.new(target="127.0.0.1:1", registry=registry(agent("a")), llm={"style": "openai"},
                     transport=mock_transport)
+
+
+@pytest.mark.parametrize("breaks", ["daemon drops the stream", "worker reconnects"])
+def test_a_call_running_when_its_stream_breaks_is_answered_once_on_the_next(fake: Fake, breaks: str) -> None:
+    """A call task writes its reply on the stream the call came on; when that stream is gone by the
+    time the reply is ready (the daemon ended it, or the worker cancelled it to reconnect), the
+    reply is dropped there and goes out on the next stream, where the daemon redelivered the call:
+    once, and the tool ran once."""
+    daemon, target = fake
+    runs: list[str] = []
+    release = threading.Event()
+
+    def slow(args: dict[str, Any], ctx: Context) -> str:
+        runs.append(ctx.call_id)
+        release.wait(10)
+        return f"slow done on {ctx.handle}"
+
+    reg = registry(agent("a", uses={"tools": [Tool("slow", execute=slow)]}))
+    with Runtime.new(target=target, registry=reg, transport=mock_transport) as rt:
+        assert rt.worker is not None
+        daemon.hellos.get(timeout=5)
+        message = pb.DaemonMessage(tool_call=pb.ToolCall(call_id="c9", handle="root/a.1", tool="slow"))
+        daemon.calls.put(message)
+        _wait_until(lambda: runs == ["c9"])
+        if breaks == "worker reconnects":
+            rt.worker.reconnect()
+        else:
+            daemon.calls.put(DROP)
+        daemon.hellos.get(timeout=10)
+        rt.worker.wait_welcomed(2, timeout=10)
+        _wait_until(lambda: daemon.open_streams == 1)  # the first stream's handler saw it end
+        daemon.calls.put(message)  # the redelivery, while the first run still runs
+        release.set()
+        reply = daemon.replies.get(timeout=5).tool_outcome
+        assert (reply.call_id, reply.output) == ("c9", "slow done on root/a.1")
+        with pytest.raises(queue.Empty):
+            daemon.replies.get(timeout=0.5)
+        assert runs == ["c9"]
+
+
+def _wait_until(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

@@ -10,10 +10,11 @@ only where the client type is optional (``url``, ``reason`` ...).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from ._defs import AgentSpec, Budget, Llm, McpServer, Registry, Tool
 from ._gen import runtime_pb2 as pb
@@ -41,27 +42,99 @@ EMPTY_SCHEMA: JSON = {"type": "object", "properties": {}}
 
 
 def struct_from(value: Mapping[str, Any] | None) -> struct_pb2.Struct:
-    """A Struct holding a JSON-compatible mapping (ValueError for anything else)."""
+    """A Struct holding a JSON-compatible mapping (ValueError for anything else).
+
+    What ``Struct.update`` builds, field for field, with the plain JSON types (``dict``, ``list``,
+    ``str``, ``int``, ``float``, ``bool``, ``None``) set directly: ``update`` goes through a chain of
+    isinstance tests and a function call per value, and a model reply relayed on every model call
+    pays it. Any other type (a tuple, a Mapping, a subclass, a Struct) takes protobuf's own path, so
+    what it accepts and the errors it raises stay protobuf's."""
     out = struct_pb2.Struct()
-    if value:
-        out.update(dict(value))
+    struct_into(out, value)
     return out
 
 
+def struct_into(out: struct_pb2.Struct, value: Mapping[str, Any] | None) -> None:
+    """``struct_from`` written into ``out``, an empty Struct (a new one, or one a message holds: a
+    Struct given to a message's constructor or ``CopyFrom`` is copied once more)."""
+    if value:
+        fields = out.fields
+        for key, item in (value if type(value) is dict else dict(value)).items():
+            _set_value(fields[key], item)
+
+
+def _set_value(target: struct_pb2.Value, value: Any) -> None:
+    """``target`` set to ``value`` as ``well_known_types._SetStructValue`` sets it (``target`` is new)."""
+    kind = type(value)
+    if kind is str:
+        target.string_value = value
+    elif kind is dict:
+        if value:
+            fields = target.struct_value.fields
+            for key, item in value.items():
+                _set_value(fields[key], item)
+        else:
+            target.struct_value.Clear()  # an empty object is still an object (the oneof is set)
+    elif kind is list:
+        if value:
+            add = target.list_value.values.add
+            for item in value:
+                _set_value(add(), item)
+        else:
+            target.list_value.Clear()
+    elif kind is int or kind is float:
+        target.number_value = value
+    elif kind is bool:
+        target.bool_value = value
+    elif value is None:
+        target.null_value = struct_pb2.NULL_VALUE
+    else:
+        _protobuf_set_value(target, value)
+
+
+def _protobuf_set_value(target: struct_pb2.Value, value: Any) -> None:
+    """``target`` set by protobuf's own conversion (``ListValue.append`` runs it), for the types the
+    fast path leaves alone: what it accepts and the errors it raises are protobuf's."""
+    holder = struct_pb2.ListValue()
+    holder.append(value)
+    target.CopyFrom(holder.values[0])
+
+
 def dict_from(value: struct_pb2.Struct) -> JSON:
-    """The mapping a Struct holds, integral numbers as ints."""
-    result = _ints(json_format.MessageToDict(value))
-    return result if isinstance(result, dict) else {}
+    """The mapping a Struct holds, integral numbers as ints.
+
+    What ``json_format.MessageToDict`` gives for a Struct (integral floats then made ints), read
+    straight off the messages: ``MessageToDict`` walks every Value through its generic printer,
+    and each model call's request arrives as a Struct."""
+    fields = value.fields  # indexed by key: faster than the map's items() view
+    return {key: _value(fields[key]) for key in fields}
 
 
-def _ints(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints(v) for v in value]
-    return value
+def _value(value: struct_pb2.Value) -> Any:
+    """One Value as ``MessageToDict`` prints it (unset and null: None; inf/NaN: its ValueError),
+    an integral number as an int."""
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "struct_value":
+        fields = value.struct_value.fields
+        return {key: _value(fields[key]) for key in fields}
+    if kind == "list_value":
+        return [_value(item) for item in value.list_value.values]
+    if kind == "number_value":
+        number = value.number_value
+        if number.is_integer():
+            return int(number)
+        if math.isinf(number):
+            raise ValueError("Fail to serialize Infinity for Value.number_value, which would parse as "
+                             "string_value")
+        if math.isnan(number):
+            raise ValueError("Fail to serialize NaN for Value.number_value, which would parse as "
+                             "string_value")
+        return number
+    if kind == "bool_value":
+        return value.bool_value
+    return None
 
 
 def _optional_struct(message: Any, name: str) -> JSON | None:
