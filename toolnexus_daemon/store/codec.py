@@ -30,6 +30,7 @@ records it would not keep the index of.
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from enum import StrEnum
@@ -45,6 +46,7 @@ SEP = b"\x00"
 MAX_ID_BYTES = 250
 META_FORMAT_KEY = b"format"
 _U64 = struct.Struct(">Q")
+_HEADER = MAGIC + bytes([FORMAT_VERSION])
 
 
 class Table(StrEnum):
@@ -61,8 +63,12 @@ class Table(StrEnum):
 
 # ----------------------------------------------------------------------- keys
 
+@functools.lru_cache(maxsize=8192)
 def id_bytes(kind: str, value: str) -> bytes:
-    """``value`` as a key part; raises ``StoreError`` for ids the key layout cannot hold."""
+    """``value`` as a key part; raises ``StoreError`` for ids the key layout cannot hold.
+
+    Remembered for the ids in use (a cycle builds dozens of keys from the same few ids); a refused
+    id raises each time, as nothing is remembered of a call that raised."""
     try:
         raw = value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -152,7 +158,12 @@ def load_json(where: str, raw: bytes) -> JSON:
 
 
 def encode_value(table: str, key: bytes, value: object) -> bytes:
-    return MAGIC + bytes([FORMAT_VERSION]) + dump_json(f"{table}/{describe_key(table, key)}", value)
+    # the record's name (``table/key``) is only for an error: built when ``orjson`` refuses the value,
+    # not for each of the dozens of records a cycle writes; the bytes are ``dump_json``'s either way
+    try:
+        return _HEADER + orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return _HEADER + dump_json(f"{table}/{describe_key(table, key)}", value)
 
 
 def peek_value(table: str, key: bytes, raw: bytes) -> JSON:
