@@ -86,11 +86,10 @@ def log_events(runtime_id: str, events: list[Event]) -> None:
         ids: dict[str, Any] = {"runtime": runtime_id, "handle": ev.handle, "seq": ev.seq}
         data = ev.data or {}
         if ev.type is EventType.PENDING and ev.pending is not None:
-            events_log.info("handle suspended", extra={**ids, "request_id": ev.pending.id,
-                                                       "kind": ev.pending.kind})
+            _info("handle suspended", {**ids, "request_id": ev.pending.id, "kind": ev.pending.kind})
         elif ev.type is EventType.RESUMED:
-            events_log.info("answer accepted", extra={**ids, "request_id": str(data.get("request_id") or ""),
-                                                      "ok": bool(data.get("ok"))})
+            _info("answer accepted", {**ids, "request_id": str(data.get("request_id") or ""),
+                                      "ok": bool(data.get("ok"))})
         elif not events_log.isEnabledFor(logging.DEBUG):
             continue
         elif ev.type is EventType.TRANSITION:
@@ -106,3 +105,12 @@ def log_events(runtime_id: str, events: list[Event]) -> None:
                                                   "latency_ms": data.get("latency_ms")})
         elif ev.type is EventType.RESULT and ev.result is not None:
             events_log.debug("turn settled", extra={**ids, "status": str(ev.result.status)})
+
+
+def _info(msg: str, extra: dict[str, Any]) -> None:
+    """``events_log.info(msg, extra=extra)`` without looking up the caller's file and line, which
+    ``Logger.info`` does by walking the stack and no line of this log writes: the same record
+    otherwise, through the same handlers (two of these lines per agent cycle)."""
+    if events_log.isEnabledFor(logging.INFO):
+        events_log.handle(events_log.makeRecord(events_log.name, logging.INFO, "(unknown file)", 0, msg, (),
+                                                None, "(unknown function)", extra))
