@@ -89,11 +89,13 @@ def runtime_key(runtime_id: str) -> bytes:
     return id_bytes("runtime id", runtime_id)
 
 
+@functools.lru_cache(maxsize=1024)
 def runtime_prefix(runtime_id: str) -> bytes:
     """The prefix of every key of ``runtime_id`` in every table but ``runtimes``."""
     return runtime_key(runtime_id) + SEP
 
 
+@functools.lru_cache(maxsize=8192)
 def pair_key(runtime_id: str, sub_id: str) -> bytes:
     return runtime_prefix(runtime_id) + id_bytes("id", sub_id)
 
