@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +26,17 @@ from pathlib import Path
 from .common import ROOT, ServerProcess, daemon, log, tcp_target, workdir
 from .driver import Daemon, run_concurrent
 
-PY_SPY = str(Path(sys.executable).parent / "py-spy")
+
+def _py_spy() -> str:
+    """py-spy beside this interpreter if installed there, else the bench venv's (bench/.venv, in this
+    checkout or in the main one the worktree's .venv links to), else the one on PATH."""
+    near = [Path(sys.executable).parent / "py-spy", ROOT / "bench" / ".venv" / "bin" / "py-spy",
+            Path(sys.executable).resolve().parent.parent.parent / "bench" / ".venv" / "bin" / "py-spy"]
+    found = next((p for p in near if p.exists()), None)
+    return str(found) if found else (shutil.which("py-spy") or "py-spy")
+
+
+PY_SPY = _py_spy()
 RUNTIME_ID = "bench-profile"
 
 

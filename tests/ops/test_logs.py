@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from pathlib import Path
 
 import grpc
@@ -10,6 +12,8 @@ import grpc
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import approval_agent, code_of, open_stub, openai_llm, struct
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
+from toolnexus_daemon.model import Event, EventType, Request, Status, TaskResult
+from toolnexus_daemon.observe import logs
 from toolnexus_devtools import ScriptedModelServer
 
 TOKEN = "PLANTED-bearer-token-4b1d"
@@ -67,3 +71,43 @@ def test_no_log_line_contains_a_planted_secret(tmp_path: Path, model: ScriptedMo
     assert any(r["msg"] == "rpc" and r.get("method") == "Resume" and r.get("request_id") == pending.id
                for r in records)
     assert any(r["msg"] == "rpc" and r.get("code") == "UNAUTHENTICATED" for r in records)
+
+
+def test_event_lines_are_written_exactly_as_operators_read_them() -> None:
+    """Each kind of event line, at info and at debug, field for field and in order (the two info
+    lines skip the logger's look-up of the caller and build their fields only for themselves)."""
+    evs = [Event(1, "r", "h", EventType.PENDING, pending=Request(id="q", kind="approval", prompt="p")),
+           Event(2, "r", "h", EventType.PENDING),
+           Event(3, "r", "h", EventType.RESUMED, data={"request_id": "q", "ok": 1}),
+           Event(4, "r", "h", EventType.RESUMED),
+           Event(5, "r", "h", EventType.TRANSITION, from_state="idle", to_state="running"),
+           Event(6, "r", "h", EventType.TOOL_RESULT, data={"call_id": "c", "tool": "t", "source": "native",
+                                                           "outcome": "ok", "latency_ms": 3}),
+           Event(7, "r", "h", EventType.MODEL_CALL, data={"usage": {"total_tokens": 5}, "latency_ms": 2}),
+           Event(8, "r", "h", EventType.RESULT,
+                 result=TaskResult(status=Status.DONE, text="x", is_error=False)),
+           Event(9, "r", "h", EventType.SPAWNED, data={"agent": "a"})]
+    ids = {"logger": "toolnexus_daemon.events", "runtime": "r", "handle": "h"}
+    info = [{"level": "info", "msg": "handle suspended", **ids, "seq": 1, "request_id": "q",
+             "kind": "approval"},
+            {"level": "info", "msg": "answer accepted", **ids, "seq": 3, "request_id": "q", "ok": True},
+            {"level": "info", "msg": "answer accepted", **ids, "seq": 4, "request_id": "", "ok": False}]
+    debug = [info[0], info[1], info[2],
+             {"level": "debug", "msg": "transition", **ids, "seq": 5, "from": "idle", "to": "running"},
+             {"level": "debug", "msg": "tool call", **ids, "seq": 6, "call_id": "c", "tool": "t",
+              "source": "native", "outcome": "ok", "latency_ms": 3},
+             {"level": "debug", "msg": "model call", **ids, "seq": 7, "usage_total": 5, "latency_ms": 2},
+             {"level": "debug", "msg": "turn settled", **ids, "seq": 8, "status": "done"}]
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        for level, expected in (("info", info), ("debug", debug)):
+            out = io.StringIO()
+            logs.configure(level, out)
+            logs.log_events("r", evs)
+            lines = [json.loads(line) for line in out.getvalue().splitlines()]
+            assert all(line.pop("time").endswith("Z") for line in lines)
+            assert [list(line.items()) for line in lines] == [list(e.items()) for e in expected]
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])

@@ -13,9 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from toolnexus_daemon.errors import StoreFull
 from toolnexus_daemon.model import JSON
 from toolnexus_daemon.store import Batch, LmdbStore, MemoryStore
 
@@ -92,5 +94,33 @@ def test_a_record_only_the_exact_reader_parses_is_taken_back_from_the_index(tmp_
         asyncio.run(apply_all(lmdb_store, groups[1:]))
         assert readings(lmdb_store) == readings(memory)
         assert lmdb_store.census("r1").open == {} and lmdb_store.census("r1").states == {"closed": 1}
+    finally:
+        lmdb_store.close()
+
+
+def test_a_write_whose_transaction_failed_is_not_taken_back_as_if_it_had_landed(tmp_path: Path) -> None:
+    """The writer remembers the contribution of each handle record it writes, so the next write of
+    that handle need not decode it; a transaction that then fails (here the map fills up with a
+    message written beside the record) leaves the older record stored, and the next write must
+    take back what that one contributes: the memory is used only for the exact bytes it holds."""
+    parked: JSON = {"id": "root/a", "state": "suspended", "escalating": False, "wake_queue": [],
+                    "pending": {"id": "q1", "kind": "input", "data": {"path": ["root", "a"]}},
+                    "suspended_at": 7.0}
+    closed: JSON = {"id": "root/a", "state": "closed", "escalating": False, "wake_queue": []}
+    idle: JSON = {"id": "root/a", "state": "idle", "escalating": False, "wake_queue": []}
+    memory = MemoryStore()
+    lmdb_store = LmdbStore(tmp_path / "data", map_size=1 << 22, sync=False)
+    try:
+        asyncio.run(apply_all(memory, [[Batch(handles={("r1", "root/a"): parked})]]))
+        asyncio.run(apply_all(lmdb_store, [[Batch(handles={("r1", "root/a"): parked})]]))
+        too_big = Batch(handles={("r1", "root/a"): closed},
+                        messages=[("r1", "root/a", 0, {"text": "x" * (8 << 20)})])
+        with pytest.raises(StoreFull):
+            asyncio.run(apply_all(lmdb_store, [[too_big]]))
+        assert readings(lmdb_store) == readings(memory)
+        asyncio.run(apply_all(memory, [[Batch(handles={("r1", "root/a"): idle})]]))
+        asyncio.run(apply_all(lmdb_store, [[Batch(handles={("r1", "root/a"): idle})]]))
+        assert readings(lmdb_store) == readings(memory)
+        assert lmdb_store.census("r1").open == {} and lmdb_store.census("r1").states == {"idle": 1}
     finally:
         lmdb_store.close()

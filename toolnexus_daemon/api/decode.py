@@ -13,9 +13,9 @@ walks an unbounded tree or fails converting one).
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from math import isfinite
 from typing import TypeAlias
 
 import grpc
@@ -88,44 +88,52 @@ def struct_depth(msg: Message, stop_above: int) -> int:
 
 
 def _walk(msg: Message, stop_above: int) -> tuple[int, bool]:
-    """(deepest nesting, whether every number is finite); stops once deeper than ``stop_above``.
+    """(deepest nesting, whether every number is finite); stops once deeper than ``stop_above``
+    (the depth returned is then ``stop_above + 1``; the finiteness is of what was seen).
 
-    Messages are walked through the fields that can reach a Struct (``_struct_fields``); the
-    Struct trees themselves by ``_walk_values``, which looks at nothing but each Value's kind:
-    this runs on every request and every worker reply, so it avoids per-node descriptor work.
+    Messages are walked through the fields that can reach a Struct (``_struct_children``); the
+    Struct trees themselves by ``_values``, which looks at nothing but each Value's kind: this
+    runs on every request and every worker reply, so it avoids per-node descriptor work. A Struct
+    tree sits in messages only, so each starts at level 1 (a bare Value at level 0).
     """
-    deepest, finite = 0, True
-    stack: list[tuple[Message, int]] = [(msg, 0)]
-    values: list[tuple[struct_pb2.Value, int]] = []
-    while stack:
-        m, level = stack.pop()
-        if isinstance(m, struct_pb2.Struct):
-            level += 1
-            values.extend([(v, level) for v in m.fields.values()])
-        elif isinstance(m, struct_pb2.ListValue):
-            level += 1
-            values.extend([(v, level) for v in m.values])
-        elif isinstance(m, struct_pb2.Value):
-            values.append((m, level))
-        else:
-            stack.extend([(child, level) for child in _struct_children(m)])
-        deepest = max(deepest, level)
-        if deepest > stop_above:
-            break
-        if values:
-            deepest, ok = _walk_values(values, deepest, stop_above)
-            finite = finite and ok
-            if deepest > stop_above:
-                break
-    return deepest, finite
+    deepest, bad = 0, _Bad()
+    stack: list[Message] = [msg]
+    try:
+        while stack:
+            m = stack.pop()
+            if isinstance(m, struct_pb2.Struct | struct_pb2.ListValue):
+                if stop_above < 1:
+                    raise _TooDeep
+                values = m.fields.values() if isinstance(m, struct_pb2.Struct) else m.values
+                found = _values(values, 1, stop_above, bad)
+            elif isinstance(m, struct_pb2.Value):
+                found = _values((m,), 0, stop_above, bad)
+            else:
+                stack.extend(_struct_children(m))
+                continue
+            if found > deepest:
+                deepest = found
+    except _TooDeep:
+        return stop_above + 1, not bad.seen
+    return deepest, not bad.seen
 
 
-def _walk_values(stack: list[tuple[struct_pb2.Value, int]], deepest: int, stop_above: int,
-                 ) -> tuple[int, bool]:
-    """Empty ``stack`` of (Value, the level it sits at); returns (deepest, all numbers finite)."""
-    finite = True
-    while stack:
-        value, level = stack.pop()
+class _TooDeep(Exception):
+    """A Struct or ListValue nests past the walk's limit: the walk stops there."""
+
+
+class _Bad:
+    """Whether the walk met a number JSON cannot carry (NaN, Infinity)."""
+
+    seen = False
+
+
+def _values(values: Iterable[struct_pb2.Value], level: int, stop_above: int, bad: _Bad) -> int:
+    """The deepest level reached from ``values``, the members of a Struct or ListValue at ``level``
+    (0 for a bare Value): each Struct or ListValue among them sits one level deeper. Raises
+    ``_TooDeep`` before entering one past ``stop_above``; recursion is bounded by that limit."""
+    deepest = level
+    for value in values:
         which = value.WhichOneof("kind")
         children: Iterable[struct_pb2.Value]
         if which == "struct_value":
@@ -133,17 +141,15 @@ def _walk_values(stack: list[tuple[struct_pb2.Value, int]], deepest: int, stop_a
         elif which == "list_value":
             children = value.list_value.values
         else:
-            if which == "number_value" and not math.isfinite(value.number_value):
-                finite = False
+            if which == "number_value" and not isfinite(value.number_value):
+                bad.seen = True
             continue
-        level += 1
-        if level > deepest:
-            deepest = level
-            if deepest > stop_above:
-                stack.clear()
-                break
-        stack.extend([(child, level) for child in children])
-    return deepest, finite
+        if level >= stop_above:
+            raise _TooDeep
+        found = _values(children, level + 1, stop_above, bad)
+        if found > deepest:
+            deepest = found
+    return deepest
 
 
 def _struct_children(m: Message) -> list[Message]:

@@ -82,18 +82,25 @@ events_log = logging.getLogger("toolnexus_daemon.events")
 
 def log_events(runtime_id: str, events: list[Event]) -> None:
     """One line per event worth a line: suspensions and answers at info, the rest at debug."""
+    debug = events_log.isEnabledFor(logging.DEBUG)
     for ev in events:
+        # the two info lines first, their extras built only for them: most events of a commit
+        # write no line unless debug is on
+        if ev.type is EventType.PENDING and ev.pending is not None:
+            _info("handle suspended", {"runtime": runtime_id, "handle": ev.handle, "seq": ev.seq,
+                                       "request_id": ev.pending.id, "kind": ev.pending.kind})
+            continue
+        if ev.type is EventType.RESUMED:
+            data = ev.data or {}
+            _info("answer accepted", {"runtime": runtime_id, "handle": ev.handle, "seq": ev.seq,
+                                      "request_id": str(data.get("request_id") or ""),
+                                      "ok": bool(data.get("ok"))})
+            continue
+        if not debug:
+            continue
         ids: dict[str, Any] = {"runtime": runtime_id, "handle": ev.handle, "seq": ev.seq}
         data = ev.data or {}
-        if ev.type is EventType.PENDING and ev.pending is not None:
-            events_log.info("handle suspended", extra={**ids, "request_id": ev.pending.id,
-                                                       "kind": ev.pending.kind})
-        elif ev.type is EventType.RESUMED:
-            events_log.info("answer accepted", extra={**ids, "request_id": str(data.get("request_id") or ""),
-                                                      "ok": bool(data.get("ok"))})
-        elif not events_log.isEnabledFor(logging.DEBUG):
-            continue
-        elif ev.type is EventType.TRANSITION:
+        if ev.type is EventType.TRANSITION:
             events_log.debug("transition", extra={**ids, "from": ev.from_state, "to": ev.to_state})
         elif ev.type is EventType.TOOL_RESULT:
             events_log.debug("tool call", extra={**ids, "call_id": data.get("call_id"),
@@ -106,3 +113,12 @@ def log_events(runtime_id: str, events: list[Event]) -> None:
                                                   "latency_ms": data.get("latency_ms")})
         elif ev.type is EventType.RESULT and ev.result is not None:
             events_log.debug("turn settled", extra={**ids, "status": str(ev.result.status)})
+
+
+def _info(msg: str, extra: dict[str, Any]) -> None:
+    """``events_log.info(msg, extra=extra)`` without looking up the caller's file and line, which
+    ``Logger.info`` does by walking the stack and no line of this log writes: the same record
+    otherwise, through the same handlers (two of these lines per agent cycle)."""
+    if events_log.isEnabledFor(logging.INFO):
+        events_log.handle(events_log.makeRecord(events_log.name, logging.INFO, "(unknown file)", 0, msg, (),
+                                                None, "(unknown function)", extra))

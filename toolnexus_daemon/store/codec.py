@@ -30,6 +30,7 @@ records it would not keep the index of.
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from enum import StrEnum
@@ -45,6 +46,7 @@ SEP = b"\x00"
 MAX_ID_BYTES = 250
 META_FORMAT_KEY = b"format"
 _U64 = struct.Struct(">Q")
+_HEADER = MAGIC + bytes([FORMAT_VERSION])
 
 
 class Table(StrEnum):
@@ -61,8 +63,12 @@ class Table(StrEnum):
 
 # ----------------------------------------------------------------------- keys
 
+@functools.lru_cache(maxsize=8192)
 def id_bytes(kind: str, value: str) -> bytes:
-    """``value`` as a key part; raises ``StoreError`` for ids the key layout cannot hold."""
+    """``value`` as a key part; raises ``StoreError`` for ids the key layout cannot hold.
+
+    Remembered for the ids in use (a cycle builds dozens of keys from the same few ids); a refused
+    id raises each time, as nothing is remembered of a call that raised."""
     try:
         raw = value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -83,11 +89,13 @@ def runtime_key(runtime_id: str) -> bytes:
     return id_bytes("runtime id", runtime_id)
 
 
+@functools.lru_cache(maxsize=1024)
 def runtime_prefix(runtime_id: str) -> bytes:
     """The prefix of every key of ``runtime_id`` in every table but ``runtimes``."""
     return runtime_key(runtime_id) + SEP
 
 
+@functools.lru_cache(maxsize=8192)
 def pair_key(runtime_id: str, sub_id: str) -> bytes:
     return runtime_prefix(runtime_id) + id_bytes("id", sub_id)
 
@@ -132,13 +140,23 @@ def dump_json(where: str, value: object) -> bytes:
     byte-compatible. Records are read back by ``json`` alone, which keeps such integers exact.
     """
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        return _orjson(value)
     except TypeError:
         pass
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise StoreError(f"cannot encode record {where}: {exc}") from exc
+
+
+def _orjson(value: object) -> bytes:
+    """``orjson``'s bytes of ``value`` with ``OPT_NON_STR_KEYS``, asked for only when a key is not
+    a ``str``: the option costs a fifth more on every record, and without it ``orjson`` writes the
+    same bytes or refuses (``TypeError``) the keys it needs it for."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
 def load_json(where: str, raw: bytes) -> JSON:
@@ -152,7 +170,12 @@ def load_json(where: str, raw: bytes) -> JSON:
 
 
 def encode_value(table: str, key: bytes, value: object) -> bytes:
-    return MAGIC + bytes([FORMAT_VERSION]) + dump_json(f"{table}/{describe_key(table, key)}", value)
+    # the record's name (``table/key``) is only for an error: built when ``orjson`` refuses the value,
+    # not for each of the dozens of records a cycle writes; the bytes are ``dump_json``'s either way
+    try:
+        return _HEADER + _orjson(value)
+    except TypeError:
+        return _HEADER + dump_json(f"{table}/{describe_key(table, key)}", value)
 
 
 def peek_value(table: str, key: bytes, raw: bytes) -> JSON:

@@ -22,9 +22,8 @@ are taken right now.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -92,9 +91,14 @@ class Writer(Generic[Op]):
         if not ops:
             return
         self._backend.admit()
-        done = asyncio.wrap_future(self._lanes[lane % len(self._lanes)].submit(ops))
-        done.add_done_callback(_retrieve_exception)
-        await asyncio.shield(done)
+        done = self._lanes[lane % len(self._lanes)].submit(ops)
+        try:
+            # a cancelled caller cancels only its own future: the lane writes the batch all the same
+            await done
+        except asyncio.CancelledError:
+            if done.done() and not done.cancelled():
+                done.exception()  # settled just before the cancel: its failure is seen, not logged as lost
+            raise
 
     def stats(self) -> WriterStats:
         each = [lane.stats() for lane in self._lanes]
@@ -122,69 +126,70 @@ class _Transact(Generic[Op]):
 @dataclass
 class _Queued(Generic[Op]):
     ops: list[Op]
-    done: concurrent.futures.Future[None]
+    # the caller's future, settled on its event loop once the transaction is decided
+    loop: asyncio.AbstractEventLoop
+    done: asyncio.Future[None]
 
 
 class _Lane(Generic[Op]):
-    """The one thread of a lane: one batch per transaction, in call order."""
+    """The one thread of a lane: one batch per transaction, in call order.
+
+    The hand-over is a ``queue.SimpleQueue`` (its put and get are C) and the caller's asyncio
+    future, settled from the thread with ``call_soon_threadsafe``: a ``threading.Condition`` and a
+    ``concurrent.futures.Future`` chained to an asyncio one cost several Python-level lock and
+    callback steps per commit on the event loop's thread. ``None`` in the queue stops the thread."""
 
     def __init__(self, transact: Callable[[list[Op]], None], failed: Callable[[Exception], Exception], *,
                  name: str) -> None:
         self._transact, self._failed = transact, failed
-        self._queue: deque[_Queued[Op]] = deque()
-        self._cond = threading.Condition()
+        self._queue: queue.SimpleQueue[_Queued[Op] | None] = queue.SimpleQueue()
+        # makes "not closing" and the put one step, so nothing is queued behind the stop
+        self._lock = threading.Lock()
         self._closing = False
-        self._counts = [0, 0]  # transactions, failed
+        # each written by one thread only: submitted by the callers', the rest by the lane's
+        self._submitted = 0
+        self._counts = [0, 0, 0]  # transactions, failed, taken
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, ops: list[Op]) -> concurrent.futures.Future[None]:
-        """Queue ``ops`` behind every batch submitted before; the future resolves once they are committed."""
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        with self._cond:
+    def submit(self, ops: list[Op]) -> asyncio.Future[None]:
+        """Queue ``ops`` behind every batch submitted before; the future (of the running event
+        loop) resolves once they are committed."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        with self._lock:
             if self._closing:
                 raise StoreError("the store is closed")
-            self._queue.append(_Queued(ops, done))
-            self._cond.notify()
+            self._submitted += 1
+            self._queue.put(_Queued(ops, loop, done))
         return done
 
     def stats(self) -> WriterStats:
-        with self._cond:
-            (txns, failed), queued = self._counts, len(self._queue)
-        return WriterStats(transactions=txns, failed=failed, queued=queued)
+        txns, failed, taken = self._counts
+        return WriterStats(transactions=txns, failed=failed, queued=max(self._submitted - taken, 0))
 
     def close(self) -> None:
-        with self._cond:
-            self._closing = True
-            self._cond.notify()
+        with self._lock:
+            if not self._closing:
+                self._closing = True
+                self._queue.put(None)
         if threading.current_thread() is not self._thread:
             self._thread.join()
 
     def _run(self) -> None:
-        while (item := self._next()) is not None:
+        while (item := self._queue.get()) is not None:
+            self._counts[2] += 1
             self._write(item)
-
-    def _next(self) -> _Queued[Op] | None:
-        """Block for the next batch; None once closing and every queued batch is written."""
-        with self._cond:
-            while not self._queue and not self._closing:
-                self._cond.wait()
-            if not self._queue:
-                return None
-            item = self._queue.popleft()
-        # a cancelled future still gets its batch written: commit() promised to finish it
-        item.done.set_running_or_notify_cancel()
-        return item
 
     def _write(self, item: _Queued[Op]) -> None:
         try:
             self._transact(item.ops)
         except Exception as exc:  # nothing of the batch was kept
-            self._count(failed=1)
-            _fail(item.done, self._error_for(exc))
+            self._counts[1] += 1
+            _settle(item, self._error_for(exc))
             return
-        self._count(transactions=1)
-        _resolve(item.done)
+        self._counts[0] += 1
+        _settle(item, None)
 
     def _error_for(self, exc: Exception) -> Exception:
         """The caller's error; a backend that fails to describe it must not kill the thread."""
@@ -193,23 +198,19 @@ class _Lane(Generic[Op]):
         except Exception as mapping:
             return StoreError(f"store write failed: {exc!r} (and describing it failed: {mapping!r})")
 
-    def _count(self, *, transactions: int = 0, failed: int = 0) -> None:
-        with self._cond:
-            self._counts[0] += transactions
-            self._counts[1] += failed
+
+def _settle(item: _Queued[Op], error: Exception | None) -> None:
+    """Answer ``item``'s caller on its loop (a loop already closed has no caller left to answer)."""
+    try:
+        item.loop.call_soon_threadsafe(_set, item.done, error)
+    except RuntimeError:  # the loop closed meanwhile; the lane's thread goes on with the next batch
+        pass
 
 
-def _resolve(done: concurrent.futures.Future[None]) -> None:
-    if not done.done():
+def _set(done: asyncio.Future[None], error: Exception | None) -> None:
+    if done.done():  # its caller was cancelled: the batch was written all the same
+        return
+    if error is None:
         done.set_result(None)
-
-
-def _fail(done: concurrent.futures.Future[None], error: Exception) -> None:
-    if not done.done():
+    else:
         done.set_exception(error)
-
-
-def _retrieve_exception(future: asyncio.Future[None]) -> None:
-    """Mark a shielded commit's failure as seen when its caller was cancelled and never awaits it."""
-    if not future.cancelled():
-        future.exception()

@@ -45,13 +45,43 @@ _SINCE = struct.Struct(">Q")
 Tables = Mapping[Table, lmdb._Database]
 
 
+class Written:
+    """What one writer last wrote to each of its recently written handle records: the record's bytes
+    and their contribution, so the next write of that handle takes back what the stored record
+    contributes without decoding and summarizing it again (the record a write replaces is nearly
+    always the one this writer wrote last). Used only when the stored bytes are exactly those
+    bytes: a contribution is a pure function of the record, so a record written otherwise (an
+    aborted transaction, another daemon, an older store) is simply decoded. Bounded; the oldest
+    entry goes first. One per writer thread (``LmdbWrites``), never shared between threads."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._by_key: dict[bytes, tuple[bytes, Contribution]] = {}
+
+    def get(self, key: bytes, raw: bytes) -> Contribution | None:
+        hit = self._by_key.get(key)
+        return hit[1] if hit is not None and hit[0] == raw else None
+
+    def remember(self, key: bytes, value: bytes | None, c: Contribution | None) -> None:
+        by_key = self._by_key
+        by_key.pop(key, None)
+        if value is None or c is None:
+            return
+        if len(by_key) >= self._size:
+            del by_key[next(iter(by_key))]
+        by_key[key] = (value, c)
+
+
 def replace(txn: lmdb.Transaction, dbs: Tables, runtime_id: str, handle_id: str,
-            summary: JSON | None) -> None:
+            summary: JSON | None, value: bytes | None = None, written: Written | None = None) -> None:
     """Before a handle record is overwritten (or deleted, ``summary`` None): move its index rows
-    from what the stored record contributes to what ``summary`` does."""
-    old = _stored_record(txn, dbs[Table.HANDLES], codec.pair_key(runtime_id, handle_id))
-    before = contribution(summarize(old)) if old is not None else None
+    from what the stored record contributes to what ``summary`` does. ``value`` is the new
+    record's bytes, remembered in ``written`` with what it contributes (see ``Written``)."""
+    key = codec.pair_key(runtime_id, handle_id)
+    before = _stored_contribution(txn, dbs[Table.HANDLES], key, written)
     after = contribution(summary) if summary is not None else None
+    if written is not None:
+        written.remember(key, value, after)
     if before == after:
         return
     db = dbs[Table.HANDLE_INDEX]
@@ -89,13 +119,24 @@ def since_of(suspension_key: bytes) -> float:
     return float(_SINCE.unpack(suspension_key[-16:-8])[0]) / 1e6
 
 
-def _stored_record(txn: lmdb.Transaction, db: lmdb._Database, key: bytes) -> JSON | None:
-    """The record a write replaces, read for its summary only (``codec.peek_value``)."""
+def _stored_contribution(txn: lmdb.Transaction, db: lmdb._Database, key: bytes,
+                         written: Written | None) -> Contribution | None:
+    """What the record a write replaces contributes (None: there is none, or it is damaged)."""
     raw = txn.get(key, db=db)
     if raw is None:
         return None
+    raw = bytes(raw)
+    known = written.get(key, raw) if written is not None else None
+    if known is not None:
+        return known
+    old = _decoded_record(key, raw)
+    return contribution(summarize(old)) if old is not None else None
+
+
+def _decoded_record(key: bytes, raw: bytes) -> JSON | None:
+    """The record a write replaces, read for its summary only (``codec.peek_value``)."""
     try:
-        return codec.peek_value(Table.HANDLES, key, bytes(raw))
+        return codec.peek_value(Table.HANDLES, key, raw)
     except StoreError:
         return None  # a damaged record added nothing when the index was built; it takes nothing back
 

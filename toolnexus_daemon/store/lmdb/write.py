@@ -59,6 +59,8 @@ class IndexHandle:
     runtime_id: str
     handle_id: str
     summary: JSON | None
+    # the record's bytes (the ``Put`` that follows), remembered with its contribution
+    value: bytes | None = None
 
 
 Op = Put | DropFrom | IndexHandle | pending_index.DropRuntime | expiry_index.IndexExpiry
@@ -73,10 +75,14 @@ def prepare(batch: Batch) -> list[Op]:
         ops.extend(_purge(rid))
     for rid, runtime in batch.runtimes.items():
         ops.append(_put(Table.RUNTIMES, codec.runtime_key(rid), runtime))
-    ops.extend(IndexHandle(rid, hid, None if rec is None else summarize(rec))
-               for (rid, hid), rec in batch.handles.items())
-    ops.extend(expiry_index.ops(batch.handles))
-    ops.extend(_pairs(Table.HANDLES, batch.handles))
+    # in this order as before (an error of a batch is the same one), each handle record encoded once
+    summaries = [None if rec is None else summarize(rec) for rec in batch.handles.values()]
+    expiries = expiry_index.ops(batch.handles)
+    puts = _pairs(Table.HANDLES, batch.handles)
+    ops.extend(IndexHandle(rid, hid, summary, put.value)
+               for (rid, hid), summary, put in zip(batch.handles, summaries, puts, strict=True))
+    ops.extend(expiries)
+    ops.extend(puts)
     for rid, hid, index in batch.truncate:
         prefix = codec.message_prefix(rid, hid)
         ops.append(DropFrom(Table.MESSAGES, prefix, codec.message_key(rid, hid, index)))
@@ -99,7 +105,7 @@ def _put(table: Table, key: bytes, record: JSON | None) -> Put:
     return Put(table, key, None if record is None else codec.encode_value(table, key, record))
 
 
-def _pairs(table: Table, records: Mapping[HandleKey, JSON | None]) -> list[Op]:
+def _pairs(table: Table, records: Mapping[HandleKey, JSON | None]) -> list[Put]:
     return [_put(table, codec.pair_key(rid, sub_id), rec) for (rid, sub_id), rec in records.items()]
 
 
@@ -110,13 +116,15 @@ def _purge(runtime_id: str) -> list[Op]:
             *drops]
 
 
-def apply(txn: lmdb.Transaction, dbs: Tables, ops: list[Op]) -> None:
-    """Apply ``ops`` in order inside ``txn`` (the caller commits or aborts it)."""
+def apply(txn: lmdb.Transaction, dbs: Tables, ops: list[Op],
+          written: handle_index.Written | None = None) -> None:
+    """Apply ``ops`` in order inside ``txn`` (the caller commits or aborts it); ``written`` is the
+    writer's memory of the handle records it wrote (``handle_index.Written``)."""
     for op in ops:
         if isinstance(op, Put):
             _apply_put(txn, dbs[op.table], op)
         elif isinstance(op, IndexHandle):
-            handle_index.replace(txn, dbs, op.runtime_id, op.handle_id, op.summary)
+            handle_index.replace(txn, dbs, op.runtime_id, op.handle_id, op.summary, op.value, written)
         elif isinstance(op, pending_index.DropRuntime):
             pending_index.drop_runtime(txn, dbs[Table.HANDLE_INDEX], op.runtime_id)
         elif isinstance(op, expiry_index.IndexExpiry):
@@ -148,6 +156,8 @@ class LmdbWrites:
 
     def __init__(self, env: lmdb.Environment, dbs: Tables, path: Path) -> None:
         self._env, self._dbs, self._path = env, dbs, path
+        # only the lane's one thread applies transactions, so only it touches this
+        self._written = handle_index.Written()
 
     def prepare(self, batch: Batch) -> list[Op]:
         return prepare(batch)
@@ -157,7 +167,7 @@ class LmdbWrites:
 
     def transact(self, lane: int, ops: list[Op]) -> None:
         with self._env.begin(write=True) as txn:
-            apply(txn, self._dbs, ops)
+            apply(txn, self._dbs, ops, self._written)
 
     def failed(self, exc: Exception) -> Exception:
         """A full map or disk as ``StoreFull`` (the transaction was aborted, so nothing of the batch
