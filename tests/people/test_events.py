@@ -49,7 +49,9 @@ def test_events_follow_prints_a_new_event_until_stopped(daemon: Daemon, model: S
     spawn = pb.SpawnRequest(runtime_id=rid, agent="a")
     handle = daemon.stub.Spawn(spawn, metadata=daemon.md, timeout=10).handle
     args = interruptible(*authed(daemon, "events", rid, "--follow"))
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+    # PYTHONFAULTHANDLER: a command that does not end is made to print where each of its threads is
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**clean_env(), "PYTHONFAULTHANDLER": "1"})
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or ()], daemon=True).start()
     try:
@@ -62,11 +64,22 @@ def test_events_follow_prints_a_new_event_until_stopped(daemon: Daemon, model: S
         assert line.split()[:4] == ["2", line.split()[1], handle, "post"], line
         assert proc.poll() is None  # still following
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 0
+        assert _ended(proc, timeout=15) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _ended(proc: subprocess.Popen[str], timeout: float) -> int:
+    """The command's exit code; if it has not ended within ``timeout``, a failure that shows where
+    each of its threads was (SIGABRT makes the fault handler print them)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=10)
+        raise AssertionError(f"still running {timeout} s after Ctrl-C; its threads:\n{err}") from None
 
 
 def test_events_follow_goes_on_across_a_daemon_restart(tmp_path: Path, model: ScriptedModelServer) -> None:
