@@ -64,7 +64,9 @@ def test_events_follow_prints_a_new_event_until_stopped(daemon: Daemon, model: S
         assert line.split()[:4] == ["2", line.split()[1], handle, "post"], line
         assert proc.poll() is None  # still following
         proc.send_signal(signal.SIGINT)
-        assert _ended(proc, timeout=15) == 0
+        # on its way out the command waits, each bounded, about 12 s at the worst (the reader thread
+        # 2 s, the client's loop 5 s for its tasks and 5 s for its thread): more than that is a hang
+        assert _ended(proc, timeout=30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
