@@ -22,6 +22,10 @@ the answer, a model call). Measured, per delay:
   processes took meanwhile); from the daemon's metrics endpoint, the changes and write
   transactions per cycle and a commit's mean time in the store.
 
+``--direct`` adds a run with no proxy at all, the daemon on the server's own socket: what 16
+clients reach when a round trip costs nothing, an upper bound on what any overlap of round trips
+can give at a delay (a delay only adds the proxy's CPU and the waits).
+
 ``--fused`` runs the fused cycle (Spawn with the prompt and a wait, then Resume).
 
 ``--lmdb`` runs the same on synced LMDB (no database, no proxy): the cycle there must not
@@ -310,6 +314,15 @@ def _reps(trees: dict[str, str], args: argparse.Namespace,
     return by_tree
 
 
+def _direct_bounds(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per delay and tree: 16 clients with no proxy / one client at that delay, the most 16 / one
+    could be there if every round trip overlapped perfectly and cost no CPU."""
+    direct = summary["direct"]
+    return {delay: {name: direct[name]["many"] / fig["one"] for name, fig in trees.items()
+                    if name in direct and fig["one"]}
+            for delay, trees in summary.items() if delay != "direct"}
+
+
 def _postmaster(pgdata: Path) -> int:
     """The server's postmaster pid (the first line of ``postmaster.pid``)."""
     return int((pgdata / "postmaster.pid").read_text().split()[0])
@@ -327,6 +340,9 @@ def main() -> None:
     parser.add_argument("--proxy-thread", action="store_true",
                         help="the proxy in a thread of this process (sharing its GIL with the clients), "
                              "not a process of its own")
+    parser.add_argument("--direct", action="store_true",
+                        help="also run with no proxy at all (the daemon on the server's socket): the most "
+                             "16 clients can do on this machine when round trips cost nothing")
     parser.add_argument("--fused", action="store_true",
                         help="the fused cycle (Spawn with prompt and wait, then Resume: 2 RPCs instead of 4)")
     args = parser.parse_args()
@@ -339,6 +355,11 @@ def main() -> None:
             results["lmdb"] = _reps(trees, args, lambda name, rep: (None, None), base, "lmdb")
     else:
         with durable_server() as pg, workdir("tnx-pgo-") as base:
+            if args.direct:
+                def no_proxy(name: str, rep: int) -> tuple[str, None]:
+                    return pg.fresh_database(f"pgo_{name}_{rep}"), None
+
+                results["direct"] = _reps(trees, args, no_proxy, base, "direct", _postmaster(pg.pgdata))
             for delay in args.delay_ms or [3.0]:
                 def through_proxy(name: str, rep: int, delay: float = delay) -> tuple[str, Proxy]:
                     dsn = pg.fresh_database(f"pgo_{name}_{rep}")
@@ -350,6 +371,8 @@ def main() -> None:
                                                 _postmaster(pg.pgdata))
     summary = {delay: {name: {k: statistics.median(r[k] for r in reps) for k in reps[0]}
                        for name, reps in trees_of.items()} for delay, trees_of in results.items()}
+    if "direct" in summary:
+        summary["bound_from_direct"] = _direct_bounds(summary)
     print(json.dumps(summary, indent=1))
     if args.out:
         args.out.write_text(json.dumps({"runs": results, "median": summary, "argv": portable_argv(sys.argv),

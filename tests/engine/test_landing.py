@@ -11,6 +11,7 @@ import pytest
 
 from tests.engine.conftest import FunctionTools
 from toolnexus_daemon.clock import SystemClock
+from toolnexus_daemon.engine.state.held import HeldRecords
 from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import StoreFull
@@ -176,13 +177,31 @@ class TranscriptReadsStore(HeldStore):
         return super().messages(runtime_id, handle_id, start, end)
 
 
-async def test_a_turns_next_model_call_reads_only_what_was_written_since_the_last_one() -> None:
-    """A model call reads from the store only the part of the transcript this turn has not sent
-    the model yet (what it sent is durable by then), never from index 0 again; the body is the
-    same as a full read gives."""
+async def test_a_turns_model_calls_read_no_transcript_the_owner_committed() -> None:
+    """Every message of the handle's transcript was committed by this owner, so its model calls
+    send the held prefix (``state.held``) and read no transcript from the store; the bodies are
+    what a full read gives."""
     store = TranscriptReadsStore()
     model = RecordingModel(store)
     rt = await _runtime(store, model, _tools())
+    h = await rt.spawn("root", "a")
+    assert await rt.wake(h.id, "go") is False
+    assert (await rt.wait(h.id, 5000)).status is Status.DONE
+    assert len(model.asked) == 2
+    assert store.reads == []
+    stored = store.messages("l", h.id)
+    for body, _ in model.asked:
+        assert body["messages"] == stored[:len(body["messages"])]
+
+
+async def test_a_turns_next_model_call_reads_only_what_was_written_since_the_last_one() -> None:
+    """With nothing held (``state.held`` bounded to no transcript), a model call reads from the
+    store only the part of the transcript this turn has not sent the model yet (what it sent is
+    durable by then), never from index 0 again; the body is the same as a full read gives."""
+    store = TranscriptReadsStore()
+    model = RecordingModel(store)
+    rt = await _runtime(store, model, _tools())
+    rt.table.held = HeldRecords("l", transcripts=0)
     h = await rt.spawn("root", "a")
     assert await rt.wake(h.id, "go") is False
     assert (await rt.wait(h.id, 5000)).status is Status.DONE

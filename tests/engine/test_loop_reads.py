@@ -152,6 +152,7 @@ async def test_a_close_whose_request_is_answered_while_it_reads_closes_what_the_
         await engine.new("race", [SECRET], LLM, RuntimeOptions())
         rt = engine.runtime("race")
         handle, request_id = await _parked(engine, "race")
+        rt.table.held.clear()  # the entry not held (evicted, or a restart since): Close reads the store
         store.hold()
         closing = asyncio.ensure_future(rt.close(handle))
         await asyncio.wait_for(store.held.wait(), 5)  # the close waits on its read of the entry
@@ -165,3 +166,55 @@ async def test_a_close_whose_request_is_answered_while_it_reads_closes_what_the_
         assert entry is not None and not any(w.state.value == "cancelled" for w in entry.waits.values())
     finally:
         await engine.stop()
+
+
+class CountedReads(MemoryStore):
+    """Counts every read of a request entry and of a handle's transcript, inside ``Store.read`` or not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: list[str] = []
+
+    def get_request(self, runtime_id: str, request_id: str) -> Any:
+        self.counted.append("get_request")
+        return super().get_request(runtime_id, request_id)
+
+    def messages(self, runtime_id: str, handle_id: str, start: int = 0, end: int | None = None) -> Any:
+        if "#" not in handle_id:  # not a children log
+            self.counted.append("messages")
+        return super().messages(runtime_id, handle_id, start, end)
+
+
+async def test_a_resume_by_the_owner_that_suspended_reads_neither_the_entry_nor_the_transcript(
+        bench: Bench) -> None:
+    """The suspension's entry and every message of the transcript were committed by this owner
+    (``state.held``): the Resume and the turn it continues read none of them from the store — on
+    PostgreSQL a round trip each. After a restart nothing is held, and the same Resume reads both."""
+    store = CountedReads()
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    engine = _engine(store, bench)
+    await engine.start()
+    try:
+        await engine.new("held", [SECRET], LLM, RuntimeOptions())
+        rt = engine.runtime("held")
+        first, first_request = await _parked(engine, "held")
+        second, second_request = await _parked(engine, "held")
+        store.counted.clear()
+        outcome = await rt.resume(Answer(first_request, ok=True), first)
+        assert outcome.result is not None and outcome.result.status is Status.DONE
+        assert store.counted == []
+        sent = bench.model.bodies[-1]["messages"]
+        assert sent == store.messages("held", first)[:len(sent)], "what was sent is what the store holds"
+    finally:
+        await engine.stop()
+
+    again = _engine(store, bench)
+    await again.start()
+    try:
+        store.counted.clear()
+        outcome = await again.runtime("held").resume(Answer(second_request, ok=True), second)
+        assert outcome.result is not None and outcome.result.status is Status.DONE
+        assert "get_request" in store.counted and "messages" in store.counted
+    finally:
+        await again.stop()

@@ -343,6 +343,7 @@ class Committer:
         """Refuse ``item``: its handles reloaded from the store, its guard told, its caller raised to.
         Nothing here may stop the drain: the changes queued behind it still wait for their turn."""
         self._counts[2] += 1
+        _hold(item, committed=False)
         try:
             item.log.host.table.restore(item.change.handles)
         except Exception:
@@ -378,6 +379,8 @@ class Committer:
         self._counts[1] += 1
         for rt_log, part, keep_from in parts:  # every runtime's seqs first: none may be reused
             rt_log.committed(part, keep_from)
+        for item in group:  # in commit order: what the owner holds follows the store
+            _hold(item, committed=True)
         for rt_log, part, _ in parts:
             rt_log.publish(part.events)
         for item in group:
@@ -407,6 +410,20 @@ class _GroupOrder:
     def _add(self, item: _Queued) -> None:
         self._logs.add(item.log)
         self._appended.update((item.log, hid) for hid, _, _ in item.change.messages)
+
+
+def _hold(item: _Queued, committed: bool) -> None:
+    """Tell the runtime's held records (``state.held``) that ``item`` is durable, or refused. They
+    must never run ahead of the store: if applying fails, everything held is forgotten."""
+    held = item.log.host.table.held
+    try:
+        if committed:
+            held.committed(item.batch)
+        else:
+            held.refused(item.batch)
+    except Exception:
+        log.exception("held records could not follow a commit; forgotten", extra={"runtime": item.log.id})
+        held.clear()
 
 
 def _merge(into: Batch, later: Batch) -> None:

@@ -19,6 +19,7 @@ from ...store.base import Store
 from .checkpoint import Checkpoint
 from .handle import Handle, children_log, storable_id
 from .handle_cache import HandleCache
+from .held import HeldRecords
 
 log = logging.getLogger("toolnexus_daemon.engine")
 # a handle's id, record and checkpoint as the store holds them (None: absent)
@@ -30,6 +31,8 @@ class HandleTable:
         self._store = store
         self._rid = runtime_id
         self._cache = HandleCache(self._load)
+        # transcripts and request entries as this owner last committed them (``held``)
+        self.held = HeldRecords(runtime_id)
         # handles a failed commit left ahead of an unreachable store (see ``restore``)
         self._unrestored: dict[str, Handle] = {}
 
@@ -134,6 +137,7 @@ class HandleTable:
         turn started since runs on them). Returns the handles recovery continues (loaded, not
         spared). Raises ``StoreUnavailable`` (nothing reloaded) while the store cannot be read."""
         named = self._store.handles_to_recover(self._rid)
+        self.held.clear()  # commits of this outage may have landed or not: the store is the truth
         mid = [h for h in self._cache.loaded()
                if h.state is HandleState.RUNNING or h.escalating or h.wake_queue]
         self._unrestored.update({h.id: h for h in mid if not keep(h)})

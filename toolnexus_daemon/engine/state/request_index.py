@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ...model import JSON, Answer, Request
 from .handle import storable_id
+from .held import HeldRecords
 from .request_entry import RequestEntry, Wait, WaitState
 
 __all__ = ["RequestEntry", "RequestIndex", "Wait", "WaitState"]
@@ -29,9 +30,11 @@ if TYPE_CHECKING:
 class RequestIndex:
     """A runtime's view of the index: reads see what a change already wrote, writes go into it."""
 
-    def __init__(self, store: Store, runtime_id: str) -> None:
+    def __init__(self, store: Store, runtime_id: str, held: HeldRecords | None = None) -> None:
         self._store = store
         self._rid = runtime_id
+        # entries as this owner last committed them: read without the store (``state.held``)
+        self._held = held if held is not None else HeldRecords(runtime_id)
         # entries ``fetch`` read off the event loop, each for the one ``get`` that follows it
         self._fetched: dict[str, JSON | None] = {}
 
@@ -43,8 +46,10 @@ class RequestIndex:
         self._fetched.clear()  # one left by a call that failed before its get is stale now
         if not storable_id(request_id):
             return None
-        rid = self._rid
-        rec = await self._store.read(lambda s: s.get_request(rid, request_id))
+        rec = self._held.request(request_id)
+        if rec is None:
+            rid = self._rid
+            rec = await self._store.read(lambda s: s.get_request(rid, request_id))
         self._fetched[request_id] = rec
         return RequestEntry.from_json(rec) if rec else None
 
@@ -61,7 +66,9 @@ class RequestIndex:
         if request_id in self._fetched:
             rec = self._fetched.pop(request_id)
         else:
-            rec = self._store.get_request(self._rid, request_id)
+            rec = self._held.request(request_id)
+            if rec is None:
+                rec = self._store.get_request(self._rid, request_id)
         return RequestEntry.from_json(rec) if rec else None
 
     def open(self, request: Request, handle: str) -> tuple[Request, RequestEntry]:

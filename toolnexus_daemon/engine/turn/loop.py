@@ -140,17 +140,26 @@ def _tools_payload(rt: Turn, h: Handle) -> list[JSON]:
 
 
 async def _transcript(rt: Turn, h: Handle, end: int, known: list[JSON]) -> list[JSON]:
-    """The stored transcript ``[0, end)``: what this turn already sent (``known``, durable) and
-    only the rest read from the store, so a turn's second model call reads what the tool step
-    wrote since, not the whole transcript again (the owner wrote all of it under its lease, and
-    a turn ends before anything rewrites what it sent: truncation and reloads end the turn)."""
+    """The stored transcript ``[0, end)``, read from the store only where the owner does not
+    already hold it: the prefix it committed or read before (``state.held``: a resumed turn
+    sends what the suspension and the answer wrote without a read), else what this turn already
+    sent (``known``, durable) and the rest from the store (the owner wrote all of it under its
+    lease, and a turn ends before anything rewrites what it sent: truncation and reloads end the
+    turn). What the store returned is offered back to the held prefix."""
+    held = rt.table.held
+    whole = held.transcript(h.id, end)
+    if whole is not None:
+        return whole
     rid, hid, start = rt.id, h.id, len(known)
     if start > end:  # never expected within a turn: trust the store
         known.clear()
         start = 0
     if start == end:
         return list(known)
-    return known + await rt.deps.store.read(lambda s: s.messages(rid, hid, start, end))
+    mark = held.mark()
+    sent = known + await rt.deps.store.read(lambda s: s.messages(rid, hid, start, end))
+    held.offer(hid, mark, sent)
+    return sent
 
 
 async def _request_body(rt: Turn, h: Handle, landing: Landing | None,

@@ -134,7 +134,7 @@ class Runtime:
         self.residency = Residency(self, self.table)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
         next_seq, first_seq = seqs if seqs is not None else stored_seqs(deps.store, runtime_id)
-        self.requests = RequestIndex(deps.store, runtime_id)
+        self.requests = RequestIndex(deps.store, runtime_id, self.table.held)
         self._log = deps.committer.open(self, next_seq, first_seq, deps.guard)
         self._resume_lock = asyncio.Lock()
         # the latest registry version and the older ones read so far (docs/versions.md)
