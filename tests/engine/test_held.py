@@ -6,10 +6,12 @@ of it: each held message the stored one at its index, no index skipped."""
 
 from __future__ import annotations
 
+import gc
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolnexus_daemon.engine.state.held import HeldRecords
+from toolnexus_daemon.engine.state.held import HeldBudget, HeldRecords
 from toolnexus_daemon.model import JSON
 from toolnexus_daemon.store.base import Batch
 
@@ -84,14 +86,15 @@ def _batch(ops: list[tuple[str, str, int]], serial: int) -> Batch:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.lists(_op, max_size=6), st.booleans(), st.booleans()), max_size=25),
-       st.integers(1, 3), st.integers(2, 8))
+       st.sampled_from([0, 60, 150, 400, 1 << 20]))
 def test_the_held_prefix_is_always_a_prefix_of_the_store(
-        steps: list[tuple[list[tuple[str, str, int]], bool, bool]], capacity: int, max_messages: int) -> None:
+        steps: list[tuple[list[tuple[str, str, int]], bool, bool]], budget: int) -> None:
     """Commits, refusals (the store unchanged, or changed after all: an outcome unknown), and store
     reads offered back — some offered after a commit touched the handle — never leave a held message
     that is not the stored one."""
     store = ModelStore()
-    held = HeldRecords(RID, transcripts=capacity, max_messages=max_messages)
+    bound = HeldBudget(budget)
+    held = HeldRecords(RID, bound)
     for serial, (ops, refused, landed_anyway) in enumerate(steps):
         hid = HANDLES[serial % len(HANDLES)]
         mark = held.mark()
@@ -109,6 +112,7 @@ def test_the_held_prefix_is_always_a_prefix_of_the_store(
         fresh = store.read(hid, 10)
         held.offer(hid, held.mark(), fresh)
         _assert_prefix(held, store)
+        assert bound.total <= bound.max_bytes
 
 
 def test_a_committed_transcript_is_held_and_a_resumed_turn_needs_no_read() -> None:
@@ -131,10 +135,12 @@ def test_an_offer_is_refused_when_the_handle_changed_while_the_read_was_away() -
 
 
 def test_an_offer_is_refused_when_the_handle_was_dropped_while_the_read_was_away() -> None:
-    held = HeldRecords(RID, transcripts=1)
+    bound = HeldBudget(60)
+    held = HeldRecords(RID, bound)
     mark = held.mark()
-    held.committed(Batch(messages=[(RID, "h", 0, {"content": "a"})]))
-    held.committed(Batch(messages=[(RID, "g", 0, {"content": "b"})]))  # evicts h
+    held.committed(Batch(messages=[(RID, "h", 0, {"content": "a" * 30})]))
+    held.committed(Batch(messages=[(RID, "g", 0, {"content": "b" * 30})]))  # past the budget: h goes
+    assert held.transcript("g", 1) is not None and bound.total <= 60
     held.offer("h", mark, [{"content": "stale"}])
     assert held.transcript("h", 1) is None
     held.offer("h", held.mark(), [{"content": "a"}])  # a read begun after: taken
@@ -149,21 +155,36 @@ def test_a_refused_batch_forgets_what_it_touched() -> None:
     assert held.transcript("h", 0) is None and held.request("q") is None
 
 
-def test_request_entries_follow_commits_of_this_runtime_only_and_are_bounded() -> None:
-    held = HeldRecords(RID, requests=2)
+def test_request_entries_follow_commits_of_this_runtime_only() -> None:
+    held = HeldRecords(RID)
     entry: JSON = {"request": {"id": "a"}, "handles": {"h": {"state": "pending"}}}
     held.committed(Batch(requests={(RID, "a"): entry, ("other", "b"): {"request": {}}}))
     assert held.request("a") == entry and held.request("b") is None
-    held.committed(Batch(requests={(RID, "b"): {"request": {"id": "b"}},
-                                   (RID, "c"): {"request": {"id": "c"}}}))
-    assert held.request("a") is None  # the least recently used went first
-    held.committed(Batch(requests={(RID, "c"): None}))
-    assert held.request("c") is None and held.request("b") is not None
+    held.committed(Batch(requests={(RID, "a"): None}))
+    assert held.request("a") is None
 
 
-def test_a_transcript_past_the_bound_is_not_held() -> None:
-    held = HeldRecords(RID, max_messages=2)
-    held.committed(Batch(messages=[(RID, "h", i, {"content": str(i)}) for i in range(3)]))
-    assert held.transcript("h", 0) is None
-    held.offer("h", held.mark(), [{"content": str(i)} for i in range(3)])
-    assert held.transcript("h", 0) is None
+def test_every_runtime_shares_one_budget_least_recently_used_first_out() -> None:
+    """The bound is the daemon's, not each runtime's: a second runtime's records push out the
+    first's oldest, a record just read stays, and a runtime the engine forgot frees its share."""
+    bound = HeldBudget(220)
+    one, two = HeldRecords("one", bound), HeldRecords("two", bound)
+    one.committed(Batch(messages=[("one", "h", 0, {"content": "x" * 50})]))
+    one.committed(Batch(requests={("one", "q"): {"request": {"id": "q", "prompt": "y" * 50}}}))
+    assert one.transcript("h", 1) is not None  # used: the entry is now the older one
+    two.committed(Batch(messages=[("two", "k", 0, {"content": "z" * 80})]))
+    assert bound.total <= 220
+    assert one.request("q") is None and one.transcript("h", 1) is not None
+    del one
+    gc.collect()
+    two.committed(Batch(messages=[("two", "k", 1, {"content": "w" * 100})]))  # needs the forgotten share
+    assert two.transcript("k", 2) is not None and bound.total <= 220
+
+
+def test_a_transcript_past_the_whole_budget_is_not_held() -> None:
+    bound = HeldBudget(100)
+    held = HeldRecords(RID, bound)
+    held.committed(Batch(messages=[(RID, "h", i, {"content": str(i) * 40}) for i in range(3)]))
+    assert held.transcript("h", 0) is None and bound.total == 0
+    held.offer("h", held.mark(), [{"content": str(i) * 40} for i in range(3)])
+    assert held.transcript("h", 0) is None and bound.total == 0

@@ -11,7 +11,7 @@ import pytest
 
 from tests.engine.conftest import FunctionTools
 from toolnexus_daemon.clock import SystemClock
-from toolnexus_daemon.engine.state.held import HeldRecords
+from toolnexus_daemon.engine.state.held import HeldBudget, HeldRecords
 from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.engine.verbs.runtime import Runtime
 from toolnexus_daemon.errors import StoreFull
@@ -195,13 +195,13 @@ async def test_a_turns_model_calls_read_no_transcript_the_owner_committed() -> N
 
 
 async def test_a_turns_next_model_call_reads_only_what_was_written_since_the_last_one() -> None:
-    """With nothing held (``state.held`` bounded to no transcript), a model call reads from the
+    """With nothing held (``state.held`` with a budget of 0 bytes), a model call reads from the
     store only the part of the transcript this turn has not sent the model yet (what it sent is
     durable by then), never from index 0 again; the body is the same as a full read gives."""
     store = TranscriptReadsStore()
     model = RecordingModel(store)
     rt = await _runtime(store, model, _tools())
-    rt.table.held = HeldRecords("l", transcripts=0)
+    rt.table.held = HeldRecords("l", HeldBudget(0))
     h = await rt.spawn("root", "a")
     assert await rt.wake(h.id, "go") is False
     assert (await rt.wait(h.id, 5000)).status is Status.DONE

@@ -19,7 +19,7 @@ from ...store.base import Store
 from .checkpoint import Checkpoint
 from .handle import Handle, children_log, storable_id
 from .handle_cache import HandleCache
-from .held import HeldRecords
+from .held import HeldBudget, HeldRecords
 
 log = logging.getLogger("toolnexus_daemon.engine")
 # a handle's id, record and checkpoint as the store holds them (None: absent)
@@ -27,12 +27,12 @@ Stored = tuple[str, JSON | None, JSON | None]
 
 
 class HandleTable:
-    def __init__(self, store: Store, runtime_id: str) -> None:
+    def __init__(self, store: Store, runtime_id: str, held: HeldBudget | None = None) -> None:
         self._store = store
         self._rid = runtime_id
         self._cache = HandleCache(self._load)
         # transcripts and request entries as this owner last committed them (``held``)
-        self.held = HeldRecords(runtime_id)
+        self.held = HeldRecords(runtime_id, held)
         # handles a failed commit left ahead of an unreachable store (see ``restore``)
         self._unrestored: dict[str, Handle] = {}
 

@@ -42,6 +42,7 @@ from ..definitions.versions import RegistryVersion
 from ..expiry.scheduler import Deadlines
 from ..state import answer_links
 from ..state.handle_table import Stored, recovery_records
+from ..state.held import HeldBudget
 from ..turn.tracing import NOOP, Tracer
 from .detached import run_to_end
 from .inbox import Inbox
@@ -105,6 +106,8 @@ class Engine:
         self._resolver = resolver
         self._observer = observer
         self._runtimes: dict[str, Runtime] = {}
+        # what all runtimes together hold of their committed records (``state.held``)
+        self.held = HeldBudget()
         # runtimes whose records could not be read at start: id -> what the store said
         self._damaged: dict[str, str] = {}
         self._creating = asyncio.Lock()
@@ -330,7 +333,8 @@ class Engine:
         return RuntimeDeps(store=self.store, clock=self.clock, model=self._model_for(llm),
                            executors=self._executors, committer=self.committer, resolver=self._resolver,
                            observer=self._observe, limits=self.limits, guard=self._guard_for(fence),
-                           answer_base=self.answer_base, tracer=self.tracer, model_for=self._model_for)
+                           answer_base=self.answer_base, tracer=self.tracer, model_for=self._model_for,
+                           held=self.held)
 
     def _fenced(self, runtime_id: str, fence: Fence) -> None:
         self.fenced_commits += 1

@@ -57,6 +57,7 @@ from ..state import notes
 from ..state.change import Change
 from ..state.handle import Handle
 from ..state.handle_table import HandleTable
+from ..state.held import HeldBudget
 from ..state.request_index import RequestIndex
 from ..state.result_wait import ResultWait
 from ..turn import drift, ending, spawn_wake
@@ -112,6 +113,8 @@ class RuntimeDeps:
     tracer: Tracer = NOOP
     # builds the model transport of an older version whose LLM config differs from the latest's
     model_for: Callable[[LlmConfig], ModelTransport] | None = None
+    # the daemon's one bound on what its runtimes hold of their committed records (``state.held``)
+    held: HeldBudget = field(default_factory=HeldBudget)
 
 
 class Runtime:
@@ -129,7 +132,7 @@ class Runtime:
         self.options = options
         self.deps = deps
         self.created_at = created_at
-        self.table = HandleTable(deps.store, runtime_id)
+        self.table = HandleTable(deps.store, runtime_id, deps.held)
         self.bus = EventBus()
         self.residency = Residency(self, self.table)
         self.turn_gate = asyncio.Semaphore(options.max_concurrent_turns)
