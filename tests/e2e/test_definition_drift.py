@@ -119,6 +119,7 @@ def test_a_changed_schema_is_refused_naming_the_difference_then_accepted(shared:
             assert refused.value.message == expected
         snap = rt.snapshot(handle)
         assert snap.state == "suspended" and snap.pending is not None and snap.pending.id == req
+        _events(rt, lambda seen: bool(_drift_events(seen)))  # the background report, before the resume
         out = rt.resume({"id": req, "ok": True}, accept_changed_definition=True)
         assert out.result is not None and (out.result.status, out.result.text) == ("done", "charged")
         assert rt.snapshot(handle).definition_changed == ()
@@ -175,9 +176,12 @@ def test_soul_and_model_changes_are_reported_and_resume_proceeds(shared: DaemonP
         assert [(c.part, c.name, c.change, c.refuses_resume) for c in changed] == [
             ("soul", AGENT, "changed", False), ("model", AGENT, "changed", False)]
         assert changed[1].summary.endswith("→ bigger")
+        # the report is written in the background after New (a deploy answers at once): wait for it,
+        # or a resume sent at once may land first
+        events = _events(rt, lambda seen: bool(_drift_events(seen)))
         out = rt.resume({"id": req, "ok": True}, upgrade=True)
         assert out.result is not None and (out.result.status, out.result.text) == ("done", "charged")
-        events = _events(rt, lambda seen: seen[-1].type == "resumed")
+        assert _events(rt, lambda seen: seen[-1].type == "resumed")[-1].type == "resumed"
     [drift] = _drift_events(events)
     assert drift.data is not None
     assert [c["part"] for c in drift.data["definition_changed"]] == ["soul", "model"]
