@@ -90,7 +90,7 @@ test-pg: $(STAMP)
 
 # ruff, and the import contracts of pyproject.toml (the layers docs/architecture.md describes)
 lint: $(STAMP)
-	$(BIN)/ruff check toolnexus_daemon toolnexus_devtools clients/python tests examples scripts
+	$(BIN)/ruff check toolnexus_daemon toolnexus_devtools clients/python tests examples scripts bench
 	$(BIN)/lint-imports --no-cache
 
 # mypy --strict (pyproject.toml) on the daemon, its dev tools and the Python client

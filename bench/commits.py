@@ -103,7 +103,8 @@ async def one_rep(runtimes: int, writers: int, changes: int) -> Rep:
         tx0, t0, c0 = _last_txnid(store), time.perf_counter(), time.process_time()
         await asyncio.gather(*(writer(rt) for rt in rts for _ in range(writers)))
         seconds, cpu, tx1 = time.perf_counter() - t0, time.process_time() - c0, _last_txnid(store)
-        return Rep(changes=each * runtimes * writers, seconds=seconds, cpu_seconds=cpu, transactions=tx1 - tx0)
+        return Rep(changes=each * runtimes * writers, seconds=seconds, cpu_seconds=cpu,
+                   transactions=tx1 - tx0)
     finally:
         await engine.stop()
         store.close()

@@ -160,7 +160,8 @@ def machine() -> dict[str, Any]:
         if dirty:
             commit += "+dirty"
     return {
-        "cores": os.cpu_count(), "cpu": cpu, "memory_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
+        "cores": os.cpu_count(), "cpu": cpu,
+        "memory_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(), "platform": platform.platform(),
         "git": commit,

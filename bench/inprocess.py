@@ -82,7 +82,8 @@ async def cycles(sync: bool) -> float:
 
 def main() -> None:
     for sync in (True, False):
-        print(f"in-process cycle, {'synced' if sync else '--no-sync'} LMDB: {asyncio.run(cycles(sync)):.3f} ms")
+        print(f"in-process cycle, {'synced' if sync else '--no-sync'} LMDB: "
+              f"{asyncio.run(cycles(sync)):.3f} ms")
 
 
 if __name__ == "__main__":

@@ -52,13 +52,16 @@ def mock_model(messages: list[dict[str, Any]], has_tools: bool = True) -> dict[s
 class MockTransport:
     """The reference library's ``HttpTransport`` seam served in-process (no socket, no HTTP)."""
 
-    def post(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def post(self, url: str, headers: dict[str, str], payload: dict[str, Any],
+             timeout: float) -> dict[str, Any]:
         message = mock_model(payload.get("messages") or [], bool(payload.get("tools")))
         done = not message.get("tool_calls")
         usage = (2, 1, 3) if done else (3, 2, 5)
         return {"id": "chatcmpl-bench", "object": "chat.completion", "model": payload.get("model"),
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop" if done else "tool_calls"}],
-                "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": usage[2]}}
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "stop" if done else "tool_calls"}],
+                "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                          "total_tokens": usage[2]}}
 
     def open(self, url: str, headers: dict[str, str], payload: dict[str, Any], timeout: float):  # noqa: A003
         raise NotImplementedError("the benchmark model does not stream")
@@ -80,7 +83,8 @@ class Reference:
 
         tool = Tool(name=TOOL, description="an action that needs approval",
                     input_schema={"type": "object", "properties": {}}, source="native", execute=secret_action)
-        self.agents = {"operator": AgentDef(name="operator", description="performs actions that need authorization",
+        self.agents = {"operator": AgentDef(name="operator",
+                                            description="performs actions that need authorization",
                                             system_prompt="", model="inherit", tools=[tool])}
         self.rt = AgentRuntime(registry=self.agents, transport=MockTransport(),
                                llm={"base_url": "http://mock.invalid", "style": "openai", "model": "bench"})
@@ -258,7 +262,8 @@ def alternate(modes: tuple[str, ...], rep: int) -> tuple[str, ...]:
     return modes if rep % 2 == 0 else modes[::-1]
 
 
-MODES = ("async", "sync")  # LangGraph's default durability, then a checkpoint written before each step returns
+# LangGraph's default durability, then a checkpoint written before each step returns
+MODES = ("async", "sync")
 
 
 def measure_modes(lg: LangGraph, *, warmup: int, reps: int, cycles: int,

@@ -52,7 +52,8 @@ def _cycles(loop: asyncio.AbstractEventLoop, ds: dict[str, Daemon], lg: peers.La
     window falls on all four): latency and phases (ms), the per-repetition ratios of the PostgreSQL
     cycle to each other variant, and — with ``floor`` — the durable commit sampled after each
     repetition (ms), kept per repetition so S4-PG can be read per repetition too."""
-    variants: dict[str, interleave.Variant] = {store: interleave.aio_variant(loop, d) for store, d in ds.items()}
+    variants: dict[str, interleave.Variant] = {
+        store: interleave.aio_variant(loop, d) for store, d in ds.items()}
     for mode in peers.MODES:
         variants[f"langgraph_{mode}"] = lambda n, phases, mode=mode: peers.langgraph_cycles(n, lg, mode)
     res = interleave.run(variants, warmup=prof.warmup, reps=prof.interleaved_reps, cycles=prof.cycles,
@@ -93,7 +94,8 @@ async def _rates(ds: dict[str, Daemon], clients: int, prof: Profile, per_cycle: 
     out: dict[str, Any] = {store: summary(rates[store], 1.0, 1) for store in ds}
     if extra:
         out["peers"] = {name: summary(rates[name], 1.0, 1) for name in extra}
-        out["pg_over"] = {name: summary([p / per_cycle / r for p, r in zip(rates["pg"], rates[name], strict=True)],
+        out["pg_over"] = {name: summary([p / per_cycle / r
+                                         for p, r in zip(rates["pg"], rates[name], strict=True)],
                                         1.0, 3) for name in extra}
     return out
 
@@ -110,7 +112,8 @@ async def _anatomy(d: Daemon, count: Callable[[], int], n: int = 10) -> dict[str
     txns = count() - before
     calls1 = d.counters.llm_calls + d.counters.tool_calls
     rpcs = {k: v - rpcs0.get(k, 0) for k, v in d.rpcs.items() if v > rpcs0.get(k, 0)}
-    return {"write_txns_per_cycle": round(txns / n, 2), "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
+    return {"write_txns_per_cycle": round(txns / n, 2),
+            "worker_roundtrips_per_cycle": round((calls1 - calls0) / n, 2),
             "unary_rpcs_per_cycle": round(sum(rpcs.values()) / n, 2),
             "rpcs": {k: round(v / n, 2) for k, v in sorted(rpcs.items())}}
 
@@ -189,7 +192,8 @@ def _daemons(base: Path, prof: Profile, dsn: str, per_cycle: int, lg: peers.Lang
                     + f"; commit floor {out['cycle'].get('pg_commit_ms')} ms")
                 counters = {"lmdb": lambda: _txn_id(lm.data_dir), "pg": lambda: next_xid(dsn)}
                 out["anatomy"] = {k: interleave.on_loop(loop, _anatomy(ds[k], counters[k])) for k in ds}
-                out["write_txns_per_cycle"] = {k: v["write_txns_per_cycle"] for k, v in out["anatomy"].items()}
+                out["write_txns_per_cycle"] = {k: v["write_txns_per_cycle"]
+                                               for k, v in out["anatomy"].items()}
                 for mode in peers.MODES:  # warm the lanes: connections, statements, pages
                     peers.langgraph_threaded(lanes, len(lanes) * 2, mode)
                 for clients in CLIENTS:
@@ -215,7 +219,8 @@ def _langgraph(dsn: str, lg: peers.LangGraph, d: dict[str, Any]) -> dict[str, An
     for mode in peers.MODES:
         x0 = next_xid(dsn)
         peers.langgraph_cycles(10, lg, mode)
-        fig: dict[str, Any] = {"latency_ms": d["cycle"][f"langgraph_{mode}"]["latency_ms"], "durability": mode,
+        fig: dict[str, Any] = {"latency_ms": d["cycle"][f"langgraph_{mode}"]["latency_ms"],
+                               "durability": mode,
                                "write_txns_per_cycle": round((next_xid(dsn) - x0) / 10, 2),
                                "connection": lg.pragmas()}
         fig["cycles_per_s"] = round(1e3 / fig["latency_ms"]["median"], 1)
@@ -258,7 +263,8 @@ def scenario_pg(base: Path, prof: Profile, per_cycle: int = 5) -> dict[str, Any]
     res["cycles_per_s_16"] = {store: cycles_from_transitions(d[f"transitions_{S2_CLIENTS}"][store], per_cycle)
                               for store in STORES}
     log(f"pg: cycle pg/lmdb {res['pg_over_lmdb_cycle']}, pg/langgraph {res['pg_over_langgraph_pg']}, "
-        f"transitions pg/lmdb {res['pg_over_lmdb_transitions']}, 16 clients cycles/s {res['cycles_per_s_16']}")
+        f"transitions pg/lmdb {res['pg_over_lmdb_transitions']}, "
+        f"16 clients cycles/s {res['cycles_per_s_16']}")
     return res
 
 

@@ -92,7 +92,8 @@ SELECT 1"""
 def _one_statement_args(ops: list[tuple[str, list[tuple[Any, ...]]]]) -> tuple[Any, ...]:
     handle, messages, checkpoint, events = (rows for _, rows in ops)
     rid, hid, value, recover, state, open_kind, since, _expires = handle[0]
-    return (rid, hid, value, recover, state, open_kind, since, [m[2] for m in messages], [m[3] for m in messages],
+    return (rid, hid, value, recover, state, open_kind, since,
+            [m[2] for m in messages], [m[3] for m in messages],
             checkpoint[0][2], [e[1] for e in events], [e[2] for e in events])
 
 
@@ -146,7 +147,8 @@ def _committers(conns: dict[str, Any]) -> dict[str, Callable[[Shape], Awaitable[
         args = _one_statement_args(shape.next_ops())
         blocking.execute(ONE_STATEMENT_PSYCOPG, {f"p{i + 1}": a for i, a in enumerate(args)})
 
-    return {"psycopg_one_statement": psycopg_one, "psycopg_sync": psycopg_sync, "psycopg_one_sync": psycopg_one_sync,
+    return {"psycopg_one_statement": psycopg_one, "psycopg_sync": psycopg_sync,
+            "psycopg_one_sync": psycopg_one_sync,
             "psycopg_thread": psycopg_thread, "psycopg_async": psycopg_async,
             "asyncpg": asyncpg_commit, "asyncpg_one_statement": asyncpg_one}
 
@@ -193,7 +195,8 @@ def measure(dsn: str, commits: int, reps: int) -> dict[str, Any]:
     for sync in (True, False):
         mode = "synchronous_commit_on" if sync else "synchronous_commit_off"
         out[mode] = asyncio.run(_measure(dsn, sync, commits, reps))
-        log(f"pg driver {mode}: " + ", ".join(f"{v} {out[mode][v]['commit_ms']['median']} ms" for v in VARIANTS))
+        log(f"pg driver {mode}: "
+            + ", ".join(f"{v} {out[mode][v]['commit_ms']['median']} ms" for v in VARIANTS))
     return out
 
 

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -154,7 +153,8 @@ def _proxied(dsn: str, delay_ms: float) -> Iterator[str]:
         return
     root = str(Path(__file__).resolve().parent.parent)
     proc = subprocess.Popen([sys.executable, "-c", PROXY, dsn, str(delay_ms / 1e3), root],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()
@@ -213,10 +213,12 @@ def main() -> None:
 def _print(row: dict[str, Any]) -> None:
     for name in ("threads", "asyncio"):
         r = row[name]
-        print(f"{row['delay_ms']:>4} ms {row['readers']:>3} readers {name:>8}: {r['reads_per_s']:8.0f} reads/s "
+        print(f"{row['delay_ms']:>4} ms {row['readers']:>3} readers {name:>8}: "
+              f"{r['reads_per_s']:8.0f} reads/s "
               f"p50 {r['p50_ms']:6.2f} p99 {r['p99_ms']:6.2f} ms  cpu {r['cpu_us_per_read']:6.0f} us/read  "
               f"loop late p99 {r['loop_late_p99_ms']:5.2f} ms", flush=True)
-    print(f"      asyncio / threads reads/s {row['asyncio']['reads_per_s'] / row['threads']['reads_per_s']:.2f}, "
+    print(f"      asyncio / threads reads/s "
+          f"{row['asyncio']['reads_per_s'] / row['threads']['reads_per_s']:.2f}, "
           f"cpu {row['asyncio']['cpu_us_per_read'] / row['threads']['cpu_us_per_read']:.2f}", flush=True)
 
 

@@ -114,7 +114,8 @@ def main() -> int:
     p.add_argument("--idle", action="store_true", help="count idle samples too (wall time)")
     p.add_argument("--gil", action="store_true", help="only samples holding the GIL (Python CPU)")
     p.add_argument("--native", action="store_true", help="include C/Cython frames (grpc's core, lmdb)")
-    p.add_argument("--park", type=int, default=0, help="park this many suspended handles in the runtime first")
+    p.add_argument("--park", type=int, default=0,
+                   help="park this many suspended handles in the runtime first")
     p.add_argument("--store", choices=("lmdb", "postgresql"), default="lmdb",
                    help="where the daemon keeps its state: LMDB, or a durable PostgreSQL server of its own")
     ns = p.parse_args()
@@ -140,8 +141,8 @@ def _profile(ns: argparse.Namespace, raw: Path, args: tuple[str, ...], base: Pat
             if ns.park:
                 asyncio.run(_park(tcp_target(proc), ns.park))
             asyncio.run(_workload(ns.workload, tcp_target(proc), 2.0, model_url))  # warm-up
-            spy_args = [PY_SPY, "record", "--pid", str(proc.proc.pid), "--rate", str(ns.rate), "--format", "raw",
-                        "--output", str(raw), "--duration", str(int(ns.seconds) + 2)]
+            spy_args = [PY_SPY, "record", "--pid", str(proc.proc.pid), "--rate", str(ns.rate),
+                        "--format", "raw", "--output", str(raw), "--duration", str(int(ns.seconds) + 2)]
             if not ns.native:  # native stacks need the process paused while sampled
                 spy_args.append("--nonblocking")
             if ns.idle:

@@ -32,7 +32,8 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     s = {k: v for k, v in results["scenarios"].items() if "error" not in v}
     out: list[dict[str, Any]] = []
 
-    def add(goal: str, value: float | None, bar: str, ok: bool | None, detail: str, shown: bool = False) -> None:
+    def add(goal: str, value: float | None, bar: str, ok: bool | None, detail: str,
+            shown: bool = False) -> None:
         status = "not run" if ok is None else ("met" if ok else "MISSED")
         if shown and ok is not None:  # a figure beside a goal, not a goal: it never counts as a miss
             status = f"shown ({'within' if ok else 'outside'} the bar)"
@@ -48,20 +49,25 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         r = _get(s, "s4", f"cycle_over_parts_{transport}")
         an = _get(s, "s4", "anatomy") or {}
         add(f"S4 cycle ≤ 1.5× sum of its parts ({transport})", r, "≤ 1.5", None if r is None else r <= 1.5,
-            f"parts {_get(s, 's4', f'sum_of_parts_{transport}_ms')} ms = {an.get('unary_rpcs_per_cycle')} RPCs + "
+            f"parts {_get(s, 's4', f'sum_of_parts_{transport}_ms')} ms = "
+            f"{an.get('unary_rpcs_per_cycle')} RPCs + "
             f"{an.get('worker_roundtrips_per_cycle')} worker round trips at echo cost + "
-            f"{an.get('write_txns_per_cycle')} synced commits × {_get(s, 's4', 'lmdb', 'synced_commit_ms', 'median')} ms")
+            f"{an.get('write_txns_per_cycle')} synced commits × "
+            f"{_get(s, 's4', 'lmdb', 'synced_commit_ms', 'median')} ms")
     for transport in ("tcp", "unix"):
         r = _get(s, "s4", f"cycle_over_parts_fused_{transport}")
         an = _get(s, "s4", "fused_anatomy") or {}
-        add(f"S4 fused cycle ≤ 1.5× sum of its parts ({transport})", r, "≤ 1.5", None if r is None else r <= 1.5,
-            f"parts {_get(s, 's4', f'sum_of_parts_fused_{transport}_ms')} ms = {an.get('unary_rpcs_per_cycle')} "
-            f"RPCs + {an.get('worker_roundtrips_per_cycle')} worker round trips + "
+        add(f"S4 fused cycle ≤ 1.5× sum of its parts ({transport})", r, "≤ 1.5",
+            None if r is None else r <= 1.5,
+            f"parts {_get(s, 's4', f'sum_of_parts_fused_{transport}_ms')} ms = "
+            f"{an.get('unary_rpcs_per_cycle')} RPCs + "
+            f"{an.get('worker_roundtrips_per_cycle')} worker round trips + "
             f"{an.get('write_txns_per_cycle')} synced commits")
     sm = _get(s, "s5", "summary") or {}
     levels = sm.get("levels") or ["?", "?"]
     r = sm.get("cycle_ratio_hi_over_lo")
-    add(f"S5 daemon cycle at {levels[1]} parked ≤ 1.2× at {levels[0]}", r, "≤ 1.2", None if r is None else r <= 1.2,
+    add(f"S5 daemon cycle at {levels[1]} parked ≤ 1.2× at {levels[0]}", r, "≤ 1.2",
+        None if r is None else r <= 1.2,
         f"{_get(s, 's5', 'daemon', levels[1], 'latency_ms', 'median')} ms vs "
         f"{_get(s, 's5', 'daemon', levels[0], 'latency_ms', 'median')} ms"
         + _paired_note(_get(s, "s5", "interleaved", "cycle_hi_over_lo")))
@@ -137,7 +143,8 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
     for mode in ("async", "sync"):
         lg = _get(s, "s3", SQLITE_KEYS[mode], "latency_ms", "median")
         r = ratio(s1, lg)
-        detail = f"daemon tcp {s1} ms / unix {s1u} ms (bench driver, s1) vs LangGraph+SqliteSaver {lg} ms (s3)"
+        detail = (f"daemon tcp {s1} ms / unix {s1u} ms (bench driver, s1) "
+                  f"vs LangGraph+SqliteSaver {lg} ms (s3)")
         beside = _get(s, "s3", "beside_daemon")
         paired = _get(beside or {}, f"daemon_over_langgraph_{mode}")
         if paired:  # the same driver and LangGraph interleaved cycle by cycle: the ratio shares its moments
@@ -146,12 +153,13 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
                        f"{_get(beside, f'langgraph_{mode}', 'median')} ms, per-repetition ratios "
                        f"{paired['min']}–{paired['max']}")
             r = round(paired["median"], 2)
-        add(f"S1 cycle ≤ 1.0× LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0", None if r is None else r <= 1.0,
-            detail)
+        add(f"S1 cycle ≤ 1.0× LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0",
+            None if r is None else r <= 1.0, detail)
         _fused_s1_goal(s, mode, lg, add)
         r = ratio(shipped, lg)
         add(f"S1 shipped asyncio client cycle vs LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0",
-            None if r is None else r <= 1.0, f"toolnexus_client.aio over TCP {shipped} ms vs {lg} ms", shown=True)
+            None if r is None else r <= 1.0, f"toolnexus_client.aio over TCP {shipped} ms vs {lg} ms",
+            shown=True)
     s2 = _get(s, "s2", "cycles_per_s", "median")
     s2_shipped = _get(s, "s2", "aio_client", "cycles_per_s", "median")
     for mode in ("async", "sync"):
@@ -164,7 +172,8 @@ def _cycle_goals(s: dict[str, Any], add: Any) -> None:
             f"(the better of 1 and 16 threads: {how}{_threads_note(fig)})")
         r = ratio(s2_shipped, peer)
         add(f"S2 shipped asyncio client, 16 tasks, vs LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≥ 3.0",
-            None if r is None else r >= 3.0, f"toolnexus_client.aio {s2_shipped} cycles/s vs {peer}/s", shown=True)
+            None if r is None else r >= 3.0, f"toolnexus_client.aio {s2_shipped} cycles/s vs {peer}/s",
+            shown=True)
         fused = _get(s, "s2", "fused", "cycles_per_s", "median")
         r = ratio(fused, peer)
         add(f"S2 fused cycle, 16 clients, ≥ 3× LangGraph+SQLite cycles/s ({MODE_LABEL[mode]})", r, "≥ 3.0",
@@ -184,8 +193,8 @@ def _fused_s1_goal(s: dict[str, Any], mode: str, lg: float | None, add: Any) -> 
         detail += (f" (ratio of medians {r}); interleaved cycle by cycle in s3: per-repetition ratios "
                    f"{paired['min']}–{paired['max']}")
         r = round(paired["median"], 2)
-    add(f"S1 fused cycle ≤ 1.0× LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0", None if r is None else r <= 1.0,
-        detail)
+    add(f"S1 fused cycle ≤ 1.0× LangGraph+SQLite ({MODE_LABEL[mode]})", r, "≤ 1.0",
+        None if r is None else r <= 1.0, detail)
 
 
 def pg_parts(s: dict[str, Any]) -> tuple[float | None, dict[str, Any]]:
@@ -225,8 +234,8 @@ def _pg_cycle_goals(s: dict[str, Any], add: Any) -> None:
         paired = _get(pg, "daemon", "cycle", "pg_over", f"langgraph_{mode}")
         detail = f"daemon on PostgreSQL {pg_ms} ms vs LangGraph+PostgresSaver {lg} ms"
         if paired:  # LangGraph took turns with the daemons: the per-repetition ratios share their weather
-            detail += f" (ratio of medians {r}); median of {paired['n']} interleaved per-repetition ratios, " \
-                      f"range {paired['min']}–{paired['max']}"
+            detail += (f" (ratio of medians {r}); median of {paired['n']} interleaved per-repetition "
+                       f"ratios, range {paired['min']}–{paired['max']}")
             r = round(paired["median"], 2)
         add(f"S1-PG cycle ≤ 1.0× LangGraph+PostgreSQL ({MODE_LABEL[mode]})", r, "≤ 1.0",
             None if r is None else r <= 1.0, detail)
@@ -244,13 +253,14 @@ def _pg_cycle_goals(s: dict[str, Any], add: Any) -> None:
                f"({paired['min']}–{paired['max']})" if paired else ""))
     total, parts = pg_parts(s)
     r = ratio(pg_ms, total)
-    detail = (f"parts {total} ms = {parts['rpcs']} RPCs × {parts['echo_unary_ms']} ms + {parts['roundtrips']} "
-              f"worker round trips × {parts['echo_stream_ms']} ms (echo, s4) + {parts['txns']} write transactions × "
+    detail = (f"parts {total} ms = {parts['rpcs']} RPCs × {parts['echo_unary_ms']} ms + "
+              f"{parts['roundtrips']} worker round trips × {parts['echo_stream_ms']} ms (echo, s4) + "
+              f"{parts['txns']} write transactions × "
               f"{parts['commit_ms']} ms (one durable commit of the store's shape); cycle {pg_ms} ms")
     paired = parts.get("paired")
     if paired and r is not None:  # the commit is sampled after every repetition: read it per repetition
-        detail += (f" (ratio of medians {r}); median of {paired['n']} per-repetition ratios (each repetition's "
-                   f"commit sample), range {paired['min']}–{paired['max']}")
+        detail += (f" (ratio of medians {r}); median of {paired['n']} per-repetition ratios "
+                   f"(each repetition's commit sample), range {paired['min']}–{paired['max']}")
         r = paired["median"]
     add("S4-PG cycle ≤ 1.5× sum of its parts (tcp)", r, "≤ 1.5", None if r is None else r <= 1.5, detail)
 
@@ -282,8 +292,8 @@ def _pg_goals(s: dict[str, Any], add: Any) -> None:
     lm_ms = _get(pg, "daemon", "cycle", "lmdb", "latency_ms", "median")
     r = pg.get("pg_over_lmdb_cycle")
     add("P1 daemon PostgreSQL cycle ≤ 1.5× its LMDB cycle", r, "≤ 1.5", None if r is None else r <= 1.5,
-        f"PostgreSQL {pg_ms} ms vs LMDB {lm_ms} ms (same run, interleaved cycle by cycle with LangGraph); write "
-        f"transactions per cycle {_get(pg, 'daemon', 'write_txns_per_cycle')}")
+        f"PostgreSQL {pg_ms} ms vs LMDB {lm_ms} ms (same run, interleaved cycle by cycle with LangGraph); "
+        f"write transactions per cycle {_get(pg, 'daemon', 'write_txns_per_cycle')}")
     for mode in ("async", "sync"):
         r = _get(pg, "pg_over_langgraph_pg", mode)
         add(f"P2 daemon PostgreSQL cycle < LangGraph+PostgresSaver (durability={mode})", r, "< 1.0",
@@ -309,9 +319,11 @@ def _cluster_goals(s: dict[str, Any], add: Any) -> None:
         f"{tk.get('rounds')} rounds")
     fw = _get(s, "cl", "forwarding") or {}
     r = fw.get("forwarded_over_direct")
-    add("C2 a cycle through a non-owner ≤ 1.5× through the owner", r, "≤ 1.5", None if r is None else r <= 1.5,
+    add("C2 a cycle through a non-owner ≤ 1.5× through the owner", r, "≤ 1.5",
+        None if r is None else r <= 1.5,
         f"{fw.get('overhead_per_call_ms')} ms per forwarded call; direct "
-        f"{_get(fw, 'direct', 'latency_ms', 'median')} ms, forwarded {_get(fw, 'forwarded', 'latency_ms', 'median')} ms")
+        f"{_get(fw, 'direct', 'latency_ms', 'median')} ms, "
+        f"forwarded {_get(fw, 'forwarded', 'latency_ms', 'median')} ms")
 
 
 def _fmt(summary: dict[str, Any] | None) -> tuple[str, str]:
@@ -329,15 +341,18 @@ def render(results: dict[str, Any], path: Path) -> str:
     def row(scenario: str, what: str, summary: dict[str, Any] | None, unit: str) -> None:
         rows.append((scenario, what, summary, unit))
 
-    row("1 cycle, sequential", "daemon, synced, TCP (grpc.aio client)", _get(s, "s1", "tcp", "latency_ms"), "ms")
+    row("1 cycle, sequential", "daemon, synced, TCP (grpc.aio client)", _get(s, "s1", "tcp", "latency_ms"),
+        "ms")
     row("1 cycle, sequential", "daemon, synced, unix socket", _get(s, "s1", "unix", "latency_ms"), "ms")
     row("1 cycle, sequential", "daemon, synced, TCP, shipped sync Python client",
         _get(s, "s1", "python_client_tcp", "latency_ms"), "ms")
     for t in ("tcp", "unix"):
         row("1 cycle, sequential", f"daemon, synced, {t}, shipped asyncio client (toolnexus_client.aio)",
             _get(s, "s1", f"aio_client_{t}", "latency_ms"), "ms")
-    row("2 cycle, 16 clients", "daemon, synced, TCP, 16 asyncio tasks", _get(s, "s2", "cycles_per_s"), "cycles/s")
-    row("2 cycle, 16 clients", "daemon, synced, TCP, 16 tasks on the shipped asyncio client (toolnexus_client.aio)",
+    row("2 cycle, 16 clients", "daemon, synced, TCP, 16 asyncio tasks", _get(s, "s2", "cycles_per_s"),
+        "cycles/s")
+    row("2 cycle, 16 clients",
+        "daemon, synced, TCP, 16 tasks on the shipped asyncio client (toolnexus_client.aio)",
         _get(s, "s2", "aio_client", "cycles_per_s"), "cycles/s")
     row("3 in-process peer", "reference toolnexus AgentRuntime (memory)",
         _get(s, "s3", "reference_toolnexus", "latency_ms"), "ms")
@@ -347,34 +362,37 @@ def render(results: dict[str, Any], path: Path) -> str:
             _get(s, "s3", SQLITE_KEYS[mode], "latency_ms"), "ms")
         row("3 in-process peer", f"LangGraph + SqliteSaver, durability={mode}, 16 threads (a saver each)",
             _get(s, "s3", SQLITE_KEYS[mode], "threads_16", "cycles_per_s"), "cycles/s")
-    row("3 in-process peer", "LangGraph + InMemorySaver", _get(s, "s3", "langgraph_memory", "latency_ms"), "ms")
+    row("3 in-process peer", "LangGraph + InMemorySaver", _get(s, "s3", "langgraph_memory", "latency_ms"),
+        "ms")
     for t in ("tcp", "unix"):
         row("4 floor", f"grpc.aio echo, unary ({t})", _get(s, "s4", "echo", t, "unary_ms"), "ms")
-        row("4 floor", f"grpc.aio echo, stream round trip ({t})", _get(s, "s4", "echo", t, "stream_roundtrip_ms"),
-            "ms")
+        row("4 floor", f"grpc.aio echo, stream round trip ({t})",
+            _get(s, "s4", "echo", t, "stream_roundtrip_ms"), "ms")
         row("4 floor", f"daemon Snapshot ({t})", _get(s, "s4", f"snapshot_{t}_ms"), "ms")
     row("4 floor", "one synced LMDB commit (3 puts)", _get(s, "s4", "lmdb", "synced_commit_ms"), "ms")
     for level, res in (_get(s, "s5", "daemon") or {}).items():
-        row("5 scale", f"daemon cycle, {int(level):,} parked (synced, after restart)", res.get("latency_ms"), "ms")
+        row("5 scale", f"daemon cycle, {int(level):,} parked (synced, after restart)", res.get("latency_ms"),
+            "ms")
     for level, res in (_get(s, "s5", "reference") or {}).items():
         row("5 scale", f"reference cycle, {int(level):,} parked (memory)", res.get("latency_ms"), "ms")
     row("6 slow model", f"{_get(s, 's6', 'handles')} handles, 50 ms model, gate "
         f"{_get(s, 's6', 'max_concurrent_turns')}", _get(s, "s6", "turns_per_s"), "turns/s")
-    row("6 slow model", "the same on a --no-sync daemon (diagnostic)", _get(s, "s6", "no_sync", "turns_per_s"),
-        "turns/s")
+    row("6 slow model", "the same on a --no-sync daemon (diagnostic)",
+        _get(s, "s6", "no_sync", "turns_per_s"), "turns/s")
     tr = _get(s, "tr") or {}
     for mode in ("synced", "no_sync"):
         for c in (1, 8, 64):
-            row("I4 transitions", f"{mode.replace('_', '-')}, {c} client(s)", tr.get(f"{mode}_{c}"), "transitions/s")
+            row("I4 transitions", f"{mode.replace('_', '-')}, {c} client(s)", tr.get(f"{mode}_{c}"),
+                "transitions/s")
     _pg_rows(s, row)
 
     lines = [f"Run `{path.name}` ({results['profile']['name']} profile, {results.get('elapsed_s')} s): "
-             f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, load average at start "
-             f"{m['loadavg_at_start']}, daemon tree `{m['git']}`.",
+             f"{m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Python {m['python']}, "
+             f"load average at start {m['loadavg_at_start']}, daemon tree `{m['git']}`.",
              "Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".",
              "",
-             f"Medians over {results['profile']['reps']} repetitions (each the median of its cycles, or a rate), "
-             "after warm-up; min–max across repetitions.",
+             f"Medians over {results['profile']['reps']} repetitions "
+             "(each the median of its cycles, or a rate), after warm-up; min–max across repetitions.",
              "",
              "| scenario | what | median | min–max | unit |", "|---|---|---:|---:|---|"]
     for scenario, what, summary, unit in rows:
@@ -394,7 +412,8 @@ def render(results: dict[str, Any], path: Path) -> str:
 
 def _pg_rows(s: dict[str, Any], row: Any) -> None:
     pg = _get(s, "pg") or {}
-    for store, what in (("lmdb", "daemon, synced LMDB"), ("pg", "daemon, PostgreSQL (synchronous_commit on)")):
+    for store, what in (("lmdb", "daemon, synced LMDB"),
+                        ("pg", "daemon, PostgreSQL (synchronous_commit on)")):
         row("P cycle, sequential", f"{what}, TCP", _get(pg, "daemon", "cycle", store, "latency_ms"), "ms")
     for mode in ("async", "sync"):
         default = " (LangGraph's default)" if mode == "async" else ""
@@ -412,8 +431,8 @@ def _pg_rows(s: dict[str, Any], row: Any) -> None:
                 "transitions/s")
     pgd = _get(s, "pgd") or {}
     for mode in ("on", "off"):
-        for v in ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg", "asyncpg_one_statement",
-                  "psycopg_one_statement"):
+        for v in ("psycopg_sync", "psycopg_one_sync", "psycopg_thread", "psycopg_async", "asyncpg",
+                  "asyncpg_one_statement", "psycopg_one_statement"):
             row("P driver commit", f"{v}, synchronous_commit={mode}",
                 _get(pgd, f"synchronous_commit_{mode}", v, "commit_ms"), "ms")
 
@@ -427,40 +446,47 @@ def _extras(s: dict[str, Any]) -> list[str]:
     an = _get(s, "s4", "anatomy")
     if an:
         out.append(f"- Cycle anatomy (measured): {an['unary_rpcs_per_cycle']} unary RPCs, "
-                   f"{an['worker_roundtrips_per_cycle']} worker round trips, {an['write_txns_per_cycle']} LMDB write "
+                   f"{an['worker_roundtrips_per_cycle']} worker round trips, "
+                   f"{an['write_txns_per_cycle']} LMDB write "
                    f"transactions (by verb: {an.get('write_txns_by_phase', 'n/a')}), "
                    f"{an['transitions_per_cycle']} transitions. Per-phase medians over TCP (ms): "
-                   + ", ".join(f"{k} {v}" for k, v in (_get(s, "s1", "tcp", "phases_ms") or {}).items()) + ".")
+                   + ", ".join(f"{k} {v}"
+                               for k, v in (_get(s, "s1", "tcp", "phases_ms") or {}).items()) + ".")
     il = _get(s, "s1", "interleaved")
     if il:
-        out.append(f"- Transports (s1, one daemon, {il['reps']} repetitions of {il['cycles_per_rep']} rounds, a round "
-                   f"one cycle of each client in rotated order): aio TCP / aio unix {_ratio(il['tcp_over_unix'])}, "
-                   f"aio TCP / blocking TCP {_ratio(il['tcp_over_python_client_tcp'])}, shipped asyncio client "
+        out.append(f"- Transports (s1, one daemon, {il['reps']} repetitions of {il['cycles_per_rep']} "
+                   "rounds, a round one cycle of each client in rotated order): aio TCP / aio unix "
+                   f"{_ratio(il['tcp_over_unix'])}, aio TCP / blocking TCP "
+                   f"{_ratio(il['tcp_over_python_client_tcp'])}, shipped asyncio client "
                    f"TCP / unix {_ratio(il['aio_client_tcp_over_unix'])}; synced-commit probe "
                    f"{_ratio(il['commit_probe_ms'])} ms.")
     bd = _get(s, "s3", "beside_daemon")
     if bd:
-        out.append(f"- Peers beside the daemon (s3, the bench driver over TCP and LangGraph+SqliteSaver interleaved "
-                   f"cycle by cycle, {bd['reps']} repetitions of {bd['cycles_per_rep']} rounds): daemon "
-                   f"{bd['daemon_tcp']['median']} ms, LangGraph async {bd['langgraph_async']['median']} ms, sync "
+        out.append("- Peers beside the daemon (s3, the bench driver over TCP and LangGraph+SqliteSaver "
+                   f"interleaved cycle by cycle, {bd['reps']} repetitions of {bd['cycles_per_rep']} rounds): "
+                   f"daemon {bd['daemon_tcp']['median']} ms, "
+                   f"LangGraph async {bd['langgraph_async']['median']} ms, sync "
                    f"{bd['langgraph_sync']['median']} ms; daemon / LangGraph per repetition: async "
-                   f"{_ratio(bd['daemon_over_langgraph_async'])}, sync {_ratio(bd['daemon_over_langgraph_sync'])}.")
+                   f"{_ratio(bd['daemon_over_langgraph_async'])}, "
+                   f"sync {_ratio(bd['daemon_over_langgraph_sync'])}.")
     il5 = _get(s, "s5", "interleaved")
     if il5:
-        out.append(f"- Scale (s5, every level on its own restarted daemon, cycles interleaved round by round, "
-                   f"{il5['reps']} repetitions of {il5['cycles_per_rep']}): cycle high/low level "
-                   f"{_ratio(il5['cycle_hi_over_lo'])}, Resume {_ratio(il5['resume_hi_over_lo'])}; synced-commit "
-                   f"probe {_ratio(il5['commit_probe_ms'])} ms.")
+        out.append("- Scale (s5, every level on its own restarted daemon, cycles interleaved round by "
+                   f"round, {il5['reps']} repetitions of {il5['cycles_per_rep']}): cycle high/low level "
+                   f"{_ratio(il5['cycle_hi_over_lo'])}, Resume {_ratio(il5['resume_hi_over_lo'])}; "
+                   f"synced-commit probe {_ratio(il5['commit_probe_ms'])} ms.")
     d = _get(s, "s5", "daemon") or {}
     for level, res in d.items():
-        out.append(f"- Scale, {int(level):,} parked: restart to SERVING {res['restart_to_serving_s']} s; RSS after "
-                   f"restart {res['rss_after_restart_mib']} MiB, after the cycles {res['rss_after_cycles_mib']} MiB, "
+        out.append(f"- Scale, {int(level):,} parked: restart to SERVING {res['restart_to_serving_s']} s; "
+                   f"RSS after restart {res['rss_after_restart_mib']} MiB, "
+                   f"after the cycles {res['rss_after_cycles_mib']} MiB, "
                    f"of the daemon that parked them {res['creator_rss_mib']} MiB; Resume (resume→done) "
                    f"{res['phases_ms']['resume_done']} ms; store {res['store_size_bytes']:,} B; parked at "
                    f"{res['creation_per_s']}/s with 64 clients on a --no-sync daemon.")
     sm = _get(s, "s5", "summary")
     if sm:
-        out.append(f"- LMDB bytes per parked handle: {sm['lmdb_bytes_per_parked']}; RSS growth per parked handle: "
+        out.append(f"- LMDB bytes per parked handle: {sm['lmdb_bytes_per_parked']}; "
+                   "RSS growth per parked handle: "
                    f"{sm['rss_growth_bytes_per_parked_after_restart']} B (restarted daemon), "
                    f"{sm['rss_growth_bytes_per_parked_creator']} B (the daemon that parked them).")
     s6 = _get(s, "s6")
@@ -471,9 +497,11 @@ def _extras(s: dict[str, Any]) -> list[str]:
     if pg:
         out.append(f"- PostgreSQL (one embedded server, {pg['server']}): write transactions per cycle "
                    f"{pg['daemon']['write_txns_per_cycle']}; per-phase medians (ms) LMDB "
-                   f"{pg['daemon']['cycle']['lmdb']['phases_ms']}, PostgreSQL {pg['daemon']['cycle']['pg']['phases_ms']};"
+                   f"{pg['daemon']['cycle']['lmdb']['phases_ms']}, "
+                   f"PostgreSQL {pg['daemon']['cycle']['pg']['phases_ms']};"
                    f" PostgreSQL/LMDB transitions/s by clients {pg['pg_over_lmdb_transitions']}; LangGraph "
-                   f"write transactions per cycle: async {pg['langgraph_pg']['async']['write_txns_per_cycle']}, "
+                   "write transactions per cycle: "
+                   f"async {pg['langgraph_pg']['async']['write_txns_per_cycle']}, "
                    f"sync {pg['langgraph_pg']['sync']['write_txns_per_cycle']}.")
         an = _get(pg, "daemon", "anatomy", "pg")
         if an:
@@ -484,14 +512,16 @@ def _extras(s: dict[str, Any]) -> list[str]:
     if pgd:
         for mode in ("on", "off"):
             m = pgd[f"synchronous_commit_{mode}"]
-            out.append(f"- Driver, synchronous_commit={mode}: asyncpg / psycopg-through-a-thread (the daemon's shape) "
-                       f"= {m['asyncpg_over_psycopg_thread']}; asyncpg one statement / psycopg-through-a-thread = "
-                       f"{m['asyncpg_one_statement_over_psycopg_thread']}; psycopg one statement / psycopg pipeline = "
+            out.append(f"- Driver, synchronous_commit={mode}: asyncpg / psycopg-through-a-thread "
+                       f"(the daemon's shape) = {m['asyncpg_over_psycopg_thread']}; "
+                       "asyncpg one statement / psycopg-through-a-thread = "
+                       f"{m['asyncpg_one_statement_over_psycopg_thread']}; "
+                       "psycopg one statement / psycopg pipeline = "
                        f"{m['psycopg_one_statement']['over_psycopg_sync']}.")
     tr = _get(s, "tr")
     if tr:
-        out.append(f"- Transitions: synced/no-sync at 64 clients = {tr['synced_over_no_sync_64']}; synced 64 vs 1 "
-                   f"client = {tr['synced_64_over_synced_1']}×.")
+        out.append(f"- Transitions: synced/no-sync at 64 clients = {tr['synced_over_no_sync_64']}; "
+                   f"synced 64 vs 1 client = {tr['synced_64_over_synced_1']}×.")
     return out
 
 

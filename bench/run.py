@@ -11,8 +11,8 @@ and 16 threads), s2 (16 clients: the bench driver, then the shipped asyncio clie
 s6 (slow model), tr (transitions/s), pg (the daemon on PostgreSQL
 beside LMDB and LangGraph + PostgresSaver), pgd (the commit with psycopg vs
 asyncpg), pgs (restart and cycle with the s5 levels parked in
-PostgreSQL), cl (forwarding overhead and takeover time in a cluster). The JSON is rewritten after each scenario; the README table is
-written at the end (``--no-readme`` skips it).
+PostgreSQL), cl (forwarding overhead and takeover time in a cluster). The JSON is rewritten after
+each scenario; the README table is written at the end (``--no-readme`` skips it).
 """
 
 from __future__ import annotations

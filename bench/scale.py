@@ -155,8 +155,10 @@ def scenario5(base: Path, prof: Profile) -> dict[str, Any]:
         "lmdb_bytes_per_parked": round((d_hi["store_size_bytes"] - d_lo["store_size_bytes"]) / n, 1),
         "rss_growth_bytes_per_parked_after_restart": round(
             (d_hi["rss_after_restart_mib"] - d_lo["rss_after_restart_mib"]) * (1 << 20) / n, 1),
-        "rss_anon_growth_bytes_per_parked_after_restart": _growth(d_lo, d_hi, "rss_after_restart_anon_mib", n),
-        "rss_file_growth_bytes_per_parked_after_restart": _growth(d_lo, d_hi, "rss_after_restart_file_mib", n),
+        "rss_anon_growth_bytes_per_parked_after_restart": _growth(
+            d_lo, d_hi, "rss_after_restart_anon_mib", n),
+        "rss_file_growth_bytes_per_parked_after_restart": _growth(
+            d_lo, d_hi, "rss_after_restart_file_mib", n),
         "rss_growth_bytes_per_parked_creator": round(
             (d_hi["creator_rss_mib"] - d_lo["creator_rss_mib"]) * (1 << 20) / n, 1),
     }

@@ -234,14 +234,16 @@ def scenario3(base: Path, prof: Profile) -> dict[str, Any]:
         + "; LangGraph+SQLite 16 threads cycles/s: "
         + ", ".join(f"{m} {_sqlite_threads(out, m)}" for m in ("async", "sync"))
         + "; beside the daemon, daemon / LangGraph per repetition: "
-        + ", ".join(f"{m} {out['beside_daemon'][f'daemon_over_langgraph_{m}']['median']}" for m in peers.MODES))
+        + ", ".join(f"{m} {out['beside_daemon'][f'daemon_over_langgraph_{m}']['median']}"
+                    for m in peers.MODES))
     return out
 
 
 def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
     """S1's ratio taken in the same moments: the bench driver's cycle over TCP (as s1 runs it,
-    ``interleave.aio_variant``), its fused cycle (``_fused_variant``) and LangGraph+SqliteSaver in both durability modes, interleaved cycle
-    by cycle (bench/interleave.py), so a slow-disk window falls on all three; per-repetition ratios."""
+    ``interleave.aio_variant``), its fused cycle (``_fused_variant``) and LangGraph+SqliteSaver in both
+    durability modes, interleaved cycle by cycle (bench/interleave.py), so a slow-disk window falls on
+    all three; per-repetition ratios."""
     loop = asyncio.new_event_loop()
     lg = peers.LangGraph(base / "langgraph-beside.sqlite")
     try:
@@ -264,7 +266,8 @@ def _s3_beside_daemon(base: Path, prof: Profile) -> dict[str, Any]:
     out["reps"], out["cycles_per_rep"] = prof.interleaved_reps, prof.cycles
     for mode in peers.MODES:
         out[f"daemon_over_langgraph_{mode}"] = interleave.paired_ratio(res, "daemon_tcp", f"langgraph_{mode}")
-        out[f"fused_over_langgraph_{mode}"] = interleave.paired_ratio(res, "daemon_fused_tcp", f"langgraph_{mode}")
+        out[f"fused_over_langgraph_{mode}"] = interleave.paired_ratio(
+            res, "daemon_fused_tcp", f"langgraph_{mode}")
     return out
 
 
@@ -516,7 +519,8 @@ def scenario6(base: Path, prof: Profile, max_concurrent_turns: int = 8, sync: bo
         res["daemon_peak_rss_mib"] = mib(sampler.peak)
         res["daemon_rss_after_mib"] = mib(rss(proc.proc.pid))
         res["synced"] = sync
-    log(f"s6 (gate {max_concurrent_turns}, synced={sync}): {res['turns_per_s']} of ideal {res['ideal_turns_per_s']}, "
+    log(f"s6 (gate {max_concurrent_turns}, synced={sync}): {res['turns_per_s']} of ideal "
+        f"{res['ideal_turns_per_s']}, "
         f"peak RSS {res['daemon_peak_rss_mib']} MiB")
     return res
 
