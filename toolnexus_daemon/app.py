@@ -166,7 +166,7 @@ def _build(settings: Settings, store: Store) -> _Daemon:
     engine = Engine(metrics.instrument(store), clock=SystemClock(), model_for=model_factory(hub, env),
                     executors=by_source, resolver=HubResolver(hub), observer=observe,
                     limits=settings.peer_limits(), env_allow=allow, ownership=membership, tracer=tracer,
-                    tool_lister=mcp)
+                    tool_lister=mcp, held_bytes=settings.held_memory)
     if mcp is not None:
         mcp.on_tools_changed = engine.refresh_listed  # list_changed: list again for later turns
     metrics.bind(engine, hub)

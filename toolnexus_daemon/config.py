@@ -34,6 +34,9 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_DATA_DIR = "./var/toolnexus"
 DEFAULT_MAP_SIZE = 1 << 30
 DEFAULT_LEASE_MS = 10_000
+# what the engine holds of its own committed records, all runtimes together (engine/state/held.py,
+# whose own default is the same)
+DEFAULT_HELD_MEMORY = 16 << 20
 MIN_LEASE_MS, MAX_LEASE_MS = 300, 600_000
 DEFAULT_GRACE_S = 5.0
 DEFAULT_MAX_MESSAGE_BYTES = 16 << 20
@@ -105,6 +108,8 @@ class Settings:
     # fsync every commit (docs/protocol.md §5); --no-sync trades durability for speed
     sync: bool = True
     map_size: int = DEFAULT_MAP_SIZE
+    # what the engine holds of its own committed records (engine.state.held), all runtimes together
+    held_memory: int = DEFAULT_HELD_MEMORY
     # seconds in-flight RPCs get to finish on SIGTERM
     grace: float = DEFAULT_GRACE_S
     log_level: str = "info"
@@ -164,7 +169,8 @@ class Settings:
         """The effective configuration by flag name, secrets replaced (``Info`` and the start log)."""
         tls = self.tls
         out = {"listen": ",".join(self.listen), "data-dir": str(self.data_dir), "sync": _bool(self.sync),
-               "map-size": str(self.map_size), "grace": str(self.grace), "log-level": self.log_level,
+               "map-size": str(self.map_size), "held-memory": str(self.held_memory),
+               "grace": str(self.grace), "log-level": self.log_level,
                "event-loop": self.event_loop,
                "auth-token": REDACTED if self.auth_token else "",
                "reflection-open": _bool(self.reflection_open),
@@ -306,6 +312,11 @@ def _store_flags(p: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
     g.add_argument("--map-size", type=parse_size,
                    default=env_value(env, "TOOLNEXUS_MAP_SIZE", parse_size, DEFAULT_MAP_SIZE),
                    help="LMDB map size, e.g. 1GiB (env TOOLNEXUS_MAP_SIZE; default 1GiB)")
+    g.add_argument("--held-memory", type=parse_size, metavar="SIZE",
+                   default=env_value(env, "TOOLNEXUS_HELD_MEMORY", parse_size, DEFAULT_HELD_MEMORY),
+                   help="what the daemon holds of the transcripts and request entries it committed, so "
+                        "a resume reads them without a store round trip, as encoded, for all runtimes "
+                        "together; 0 = hold nothing (env TOOLNEXUS_HELD_MEMORY; default 16MiB)")
     g.add_argument("--store", default=env.get("TOOLNEXUS_STORE", ""), metavar="DSN",
                    help="keep the state in PostgreSQL instead of LMDB: postgresql://USER@HOST:PORT/DB "
                         "or postgresql://USER@/DB?host=/socketdir (env TOOLNEXUS_STORE)")
@@ -537,6 +548,7 @@ def load(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     _check_data_dir(parser, ns)
     token = _auth_token(parser, ns, env)
     return Settings(listen=listen, data_dir=ns.data_dir, sync=not ns.no_sync, map_size=ns.map_size,
+                    held_memory=ns.held_memory,
                     grace=ns.grace, log_level=ns.log_level, event_loop=ns.event_loop,
                     limits=_limits(parser, ns),
                     auth_token=token, reflection_open=ns.reflection_open, tls=tls,

@@ -49,9 +49,9 @@ class DirectReads(MemoryStore):
         return super().__getattribute__(name)
 
 
-def _engine(store: Store, bench: Bench) -> Engine:
+def _engine(store: Store, bench: Bench, **options: Any) -> Engine:
     return Engine(store, clock=SystemClock(), model_for=lambda llm: bench.model,
-                  executors={ToolSource.NATIVE: bench.tools})
+                  executors={ToolSource.NATIVE: bench.tools}, **options)
 
 
 async def _parked(engine: Engine, rid: str) -> tuple[str, str]:
@@ -218,3 +218,23 @@ async def test_a_resume_by_the_owner_that_suspended_reads_neither_the_entry_nor_
         assert "get_request" in store.counted and "messages" in store.counted
     finally:
         await again.stop()
+
+
+async def test_an_engine_that_holds_nothing_reads_the_entry_and_the_transcript_on_resume(
+        bench: Bench) -> None:
+    """``held_bytes=0`` (``--held-memory 0``): nothing is held, so the same owner's Resume reads both."""
+    store = CountedReads()
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    engine = _engine(store, bench, held_bytes=0)
+    await engine.start()
+    try:
+        await engine.new("bare", [SECRET], LLM, RuntimeOptions())
+        handle, request_id = await _parked(engine, "bare")
+        store.counted.clear()
+        outcome = await engine.runtime("bare").resume(Answer(request_id, ok=True), handle)
+        assert outcome.result is not None and outcome.result.status is Status.DONE
+        assert "get_request" in store.counted and "messages" in store.counted
+        assert engine.held.total == 0
+    finally:
+        await engine.stop()

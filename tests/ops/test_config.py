@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e.test_crash_reattach import mock_transport
+from tests.e2e.test_definition_drift import AGENT, cashier
 from tests.ops.certs import Certs
 from tests.support.daemon import DaemonProcess
 from tests.support.grpc_client import open_stub
+from toolnexus_client import Runtime
 from toolnexus_daemon.api._gen import runtime_pb2 as pb
-from toolnexus_daemon.config import Settings, load, serve_parser
+from toolnexus_daemon.config import DEFAULT_HELD_MEMORY, Settings, load, parse_size, serve_parser
+from toolnexus_daemon.engine.state.held import DEFAULT_HELD_BYTES
 
 
 def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
@@ -31,6 +35,7 @@ def _env_table(tmp_path: Path, certs: Certs) -> dict[str, tuple[str, object]]:
         "TOOLNEXUS_DATA_DIR": ("/srv/tn", Path("/srv/tn")),
         "TOOLNEXUS_NO_SYNC": ("1", False),
         "TOOLNEXUS_MAP_SIZE": ("2MiB", 2 << 20),
+        "TOOLNEXUS_HELD_MEMORY": ("0", 0),
         "TOOLNEXUS_TOKEN_FILE": (str(token), "t"),
         "TOOLNEXUS_AUTH_TOKEN_ENV": ("TND_SOME_TOKEN", "from-env"),
         "TOOLNEXUS_REFLECTION_OPEN": ("true", True),
@@ -75,6 +80,7 @@ def _held(s: Settings, name: str) -> object:
         "TOOLNEXUS_GRACE": s.grace, "TOOLNEXUS_LOG_LEVEL": s.log_level, "TOOLNEXUS_EVENT_LOOP": s.event_loop,
         "TOOLNEXUS_DATA_DIR": s.data_dir,
         "TOOLNEXUS_NO_SYNC": s.sync, "TOOLNEXUS_MAP_SIZE": s.map_size, "TOOLNEXUS_TOKEN_FILE": s.auth_token,
+        "TOOLNEXUS_HELD_MEMORY": s.held_memory,
         "TOOLNEXUS_AUTH_TOKEN_ENV": s.auth_token, "TOOLNEXUS_REFLECTION_OPEN": s.reflection_open,
         "TOOLNEXUS_TLS_CERT": tls and tls.cert, "TOOLNEXUS_TLS_KEY": tls and tls.key,
         "TOOLNEXUS_TLS_CLIENT_CA": tls and tls.client_ca, "TOOLNEXUS_INSECURE": s.insecure,
@@ -176,3 +182,25 @@ def test_an_unknown_event_loop_is_refused() -> None:
     done = subprocess.run([sys.executable, "-m", "toolnexus_daemon", "serve", "--event-loop", "trio"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "--event-loop" in done.stderr and "uvloop" in done.stderr
+
+
+def test_held_memory_defaults_to_the_engines_bound_and_refuses_a_bad_size() -> None:
+    assert load([], {}).held_memory == DEFAULT_HELD_MEMORY == DEFAULT_HELD_BYTES
+    done = subprocess.run([sys.executable, "-m", "toolnexus_daemon", "serve", "--held-memory", "lots"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "--held-memory" in done.stderr
+
+
+def test_a_daemon_that_holds_nothing_suspends_and_resumes_as_one_that_holds(tmp_path: Path) -> None:
+    """``--held-memory 0``: every transcript and request entry is read from the store, and the cycle
+    ends the same as on a daemon that holds them (Info reports the setting)."""
+    for held in ("0", "16MiB"):
+        with DaemonProcess(tmp_path / f"data-{held}", "--no-sync", "--held-memory", held) as proc:
+            with Runtime.new(target=proc.target, registry=cashier(), transport=mock_transport) as rt:
+                handle = rt.spawn(rt.root, AGENT)
+                rt.wake(handle, "charge 10 EUR")
+                pending = rt.wait(handle, timeout=30).pending
+                assert pending is not None
+                out = rt.resume({"id": pending.id, "ok": True})
+                assert out.result is not None and (out.result.status, out.result.text) == ("done", "charged")
+                assert rt.info().config["held-memory"] == str(parse_size(held))

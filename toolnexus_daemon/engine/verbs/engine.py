@@ -42,7 +42,7 @@ from ..definitions.versions import RegistryVersion
 from ..expiry.scheduler import Deadlines
 from ..state import answer_links
 from ..state.handle_table import Stored, recovery_records
-from ..state.held import HeldBudget
+from ..state.held import DEFAULT_HELD_BYTES, HeldBudget
 from ..turn.tracing import NOOP, Tracer
 from .detached import run_to_end
 from .inbox import Inbox
@@ -77,7 +77,8 @@ class Engine:
                  executors: Mapping[ToolSource, ToolExecutor], resolver: Resolver | None = None,
                  observer: Observer | None = None, limits: PeerLimits | None = None,
                  env_allow: EnvAllowList | None = None, ownership: Ownership | None = None,
-                 tracer: Tracer = NOOP, tool_lister: ToolLister | None = None) -> None:
+                 tracer: Tracer = NOOP, tool_lister: ToolLister | None = None,
+                 held_bytes: int = DEFAULT_HELD_BYTES) -> None:
         self.store = store
         # the pending inbox and the runtime list, read from the store's indexes (verbs/inbox.py)
         self.inbox = Inbox(store)
@@ -107,7 +108,7 @@ class Engine:
         self._observer = observer
         self._runtimes: dict[str, Runtime] = {}
         # what all runtimes together hold of their committed records (``state.held``)
-        self.held = HeldBudget()
+        self.held = HeldBudget(held_bytes)
         # runtimes whose records could not be read at start: id -> what the store said
         self._damaged: dict[str, str] = {}
         self._creating = asyncio.Lock()
