@@ -41,6 +41,12 @@ class Counts:
     transactions: int
 
 
+@dataclass(frozen=True)
+class Held:
+    total: int
+    max_bytes: int
+
+
 @dataclass
 class Engine:
     """Just what ``RuntimeCensus`` asks of the engine."""
@@ -48,6 +54,7 @@ class Engine:
     store: CensusStore
     loaded: list[Loaded] = field(default_factory=list)
     commits: Counts = field(default_factory=lambda: Counts(7, 2))
+    held: Held = field(default_factory=lambda: Held(1200, 16 << 20))
 
     def runtimes(self) -> list[Loaded]:
         return self.loaded
@@ -100,6 +107,7 @@ def test_group_commit_families_come_from_the_committer_whatever_the_store() -> N
     assert "toolnexus_store_size_bytes" in got
     assert got["toolnexus_store_group_commit_batches"] == 7
     assert got["toolnexus_store_group_commit_transactions"] == 2
+    assert (got["toolnexus_held_bytes"], got["toolnexus_held_limit_bytes"]) == (1200, 16 << 20)
 
 
 def test_a_closed_store_drops_its_families_not_the_scrape(tmp_path: Path) -> None:

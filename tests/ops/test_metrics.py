@@ -84,6 +84,9 @@ def test_metrics_after_suspend_resume_and_a_restart(tmp_path: Path, model: Scrip
     assert value(suspended, "toolnexus_store_commit_duration_seconds_count") > 0
     assert value(suspended, "toolnexus_store_commit_batch_records_sum") > 0
     assert value(suspended, "toolnexus_store_size_bytes") > 0
+    # the suspension's entry and transcript, held for its answer (--held-memory's default bound)
+    assert 0 < value(suspended, "toolnexus_held_bytes") <= value(suspended, "toolnexus_held_limit_bytes")
+    assert value(suspended, "toolnexus_held_limit_bytes") == 16 << 20
     ratio = value(suspended, "toolnexus_store_map_used_ratio")
     assert ratio == 0 if proc.store_dsn else 0 < ratio < 1  # PostgreSQL has no map to fill
 

@@ -59,12 +59,26 @@ class CommitCounts(Protocol):
     def transactions(self) -> int: ...
 
 
+class HeldSize(Protocol):
+    """What the engine holds of its own commits (``engine.state.held.HeldBudget``), in bytes as
+    encoded, and its bound (``--held-memory``)."""
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
+
 class RuntimeCensus(Protocol):
     """The engine, as the metrics see it: the runtimes loaded now and the store behind them."""
 
     def runtimes(self) -> Sequence[LoadedRuntime]: ...
 
     def commit_stats(self) -> CommitCounts: ...
+
+    @property
+    def held(self) -> HeldSize: ...
 
     @property
     def store(self) -> CensusStore: ...

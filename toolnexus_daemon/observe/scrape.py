@@ -38,6 +38,11 @@ class LiveGauges:
         yield from _suspension_families(open_by_kind)
         yield from _store_families(self._engine.store)
         yield from _commit_families(self._engine.commit_stats())
+        held = self._engine.held
+        yield _gauge("toolnexus_held_bytes", "What the daemon holds of the transcripts and request entries "
+                     "it committed (read back without the store), bytes as encoded.", held.total)
+        yield _gauge("toolnexus_held_limit_bytes", "The bound on toolnexus_held_bytes (--held-memory).",
+                     held.max_bytes)
 
     def _census(self, runtimes: Sequence[LoadedRuntime]) -> tuple[Tally[str], dict[str, tuple[int, float]]]:
         """Every runtime's durable counts from the store's indexes: a few reads per runtime,
