@@ -45,6 +45,8 @@ class Counts:
 class Held:
     total: int
     max_bytes: int
+    reads: dict[tuple[str, bool], int] = field(default_factory=lambda: {("transcript", True): 5,
+                                                                        ("request", False): 2})
 
 
 @dataclass
@@ -108,6 +110,9 @@ def test_group_commit_families_come_from_the_committer_whatever_the_store() -> N
     assert got["toolnexus_store_group_commit_batches"] == 7
     assert got["toolnexus_store_group_commit_transactions"] == 2
     assert (got["toolnexus_held_bytes"], got["toolnexus_held_limit_bytes"]) == (1200, 16 << 20)
+    text = generate_latest(metrics.registry).decode()
+    assert 'toolnexus_held_reads_total{outcome="held",record="transcript"} 5.0' in text
+    assert 'toolnexus_held_reads_total{outcome="missed",record="request"} 2.0' in text
 
 
 def test_a_closed_store_drops_its_families_not_the_scrape(tmp_path: Path) -> None:

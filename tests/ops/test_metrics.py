@@ -91,6 +91,9 @@ def test_metrics_after_suspend_resume_and_a_restart(tmp_path: Path, model: Scrip
     assert ratio == 0 if proc.store_dsn else 0 < ratio < 1  # PostgreSQL has no map to fill
 
     assert value(resumed, "toolnexus_resumes_total", outcome="ok") == 1
+    # each answer read the entry its own suspension had committed, and the turn it resumed the transcript
+    assert value(resumed, "toolnexus_held_reads_total", record="request", outcome="held") >= 3
+    assert value(resumed, "toolnexus_held_reads_total", record="transcript", outcome="held") >= 2
     assert value(resumed, "toolnexus_resumes_total", outcome="duplicate") == 1
     assert value(resumed, "toolnexus_resumes_total", outcome="unknown") == 1
     assert value(resumed, "toolnexus_resumes_total", outcome="declined") == 1

@@ -11,7 +11,7 @@ and the hub satisfy them structurally, and mypy checks that they do where
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..store.base import HandleCensus, StoreInfo
@@ -68,6 +68,11 @@ class HeldSize(Protocol):
 
     @property
     def max_bytes(self) -> int: ...
+
+    @property
+    def reads(self) -> Mapping[tuple[str, bool], int]:
+        """Reads so far by (record, whether it was held): record is "transcript" or "request"."""
+        ...
 
 
 class RuntimeCensus(Protocol):

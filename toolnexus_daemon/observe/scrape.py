@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..model import HandleState
-from .census import CensusStore, CommitCounts, LoadedRuntime, RuntimeCensus, WorkerCensus
+from .census import CensusStore, CommitCounts, HeldSize, LoadedRuntime, RuntimeCensus, WorkerCensus
 
 
 class LiveGauges:
@@ -38,11 +38,7 @@ class LiveGauges:
         yield from _suspension_families(open_by_kind)
         yield from _store_families(self._engine.store)
         yield from _commit_families(self._engine.commit_stats())
-        held = self._engine.held
-        yield _gauge("toolnexus_held_bytes", "What the daemon holds of the transcripts and request entries "
-                     "it committed (read back without the store), bytes as encoded.", held.total)
-        yield _gauge("toolnexus_held_limit_bytes", "The bound on toolnexus_held_bytes (--held-memory).",
-                     held.max_bytes)
+        yield from _held_families(self._engine.held)
 
     def _census(self, runtimes: Sequence[LoadedRuntime]) -> tuple[Tally[str], dict[str, tuple[int, float]]]:
         """Every runtime's durable counts from the store's indexes: a few reads per runtime,
@@ -88,6 +84,20 @@ def _store_families(store: CensusStore) -> Iterator[Metric]:
     yield _gauge("toolnexus_store_map_size_bytes", "The LMDB map size (--map-size).", info.map_size_bytes)
     yield _gauge("toolnexus_store_map_used_ratio", "Share of the LMDB map in use; full = RESOURCE_EXHAUSTED.",
                  info.size_bytes / info.map_size_bytes if info.map_size_bytes else 0.0)
+
+
+def _held_families(held: HeldSize) -> Iterator[Metric]:
+    """What the engine holds of its own commits, its bound, and how often a read found it held."""
+    yield _gauge("toolnexus_held_bytes", "What the daemon holds of the transcripts and request entries "
+                 "it committed (read back without the store), bytes as encoded.", held.total)
+    yield _gauge("toolnexus_held_limit_bytes", "The bound on toolnexus_held_bytes (--held-memory).",
+                 held.max_bytes)
+    reads = CounterMetricFamily("toolnexus_held_reads", "Reads of a transcript or a request entry: "
+                                "held (no store read) or missed (read from the store, or within the turn).",
+                                labels=["record", "outcome"])
+    for (record, was_held), n in sorted(held.reads.items()):
+        reads.add_metric([record, "held" if was_held else "missed"], n)
+    yield reads
 
 
 def _commit_families(s: CommitCounts) -> Iterator[Metric]:

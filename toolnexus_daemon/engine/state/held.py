@@ -59,6 +59,10 @@ class HeldBudget:
     def __init__(self, max_bytes: int = DEFAULT_HELD_BYTES) -> None:
         self.max_bytes = max_bytes
         self.total = 0
+        # reads answered from what is held, and reads that were not, by record ("transcript",
+        # "request"): what an operator sizes ``--held-memory`` by
+        self.reads: dict[tuple[str, bool], int] = {(record, held): 0 for record in ("transcript", "request")
+                                                   for held in (True, False)}
         self._order: OrderedDict[tuple[int, str], tuple[weakref.ref[HeldRecords], int]] = OrderedDict()
 
     def touch(self, owner: HeldRecords, key: str) -> None:
@@ -115,7 +119,9 @@ class HeldRecords:
     def transcript(self, handle_id: str, end: int) -> list[JSON] | None:
         """Stored messages ``[0, end)`` of ``handle_id`` (a new list), or None when not all held."""
         prefix = self._prefixes.get(handle_id)
-        if prefix is None or len(prefix.messages) < end:
+        held = prefix is not None and len(prefix.messages) >= end
+        self._budget.reads["transcript", held] += 1
+        if prefix is None or not held:
             return None
         self._budget.touch(self, "t" + handle_id)
         return prefix.messages[:end]
@@ -142,6 +148,7 @@ class HeldRecords:
     def request(self, request_id: str) -> JSON | None:
         """The entry as last committed, or None when not held (absent from the store or unknown)."""
         rec = self._requests.get(request_id)
+        self._budget.reads["request", rec is not None] += 1
         if rec is not None:
             self._budget.touch(self, "r" + request_id)
         return rec
