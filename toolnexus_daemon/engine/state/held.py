@@ -36,7 +36,7 @@ from ...model import JSON
 from ...store.base import Batch
 
 # what all runtimes of a daemon hold together, in bytes as encoded (``--held-memory``): about 1-5x
-# that in the process's memory (measured: 1.1x for 4 KB messages, 2.2x for 400 B, 5x for 40 B)
+# that in the process's memory (bench/held_memory.py: 1.2x for 4 KB messages, 2.2x for 400 B, 4.7x for 40 B)
 DEFAULT_HELD_BYTES = 16 << 20
 # the size counted for a value orjson cannot encode (the store's codec falls back for those)
 _UNENCODABLE = 1024
