@@ -11,6 +11,7 @@ import pytest
 
 from tests.engine.conftest import FunctionTools
 from toolnexus_daemon.clock import SystemClock
+from toolnexus_daemon.engine.state.handle import Handle
 from toolnexus_daemon.engine.state.held import HeldBudget, HeldRecords
 from toolnexus_daemon.engine.verbs.engine import Engine
 from toolnexus_daemon.engine.verbs.runtime import Runtime
@@ -103,13 +104,19 @@ async def test_the_model_is_asked_while_the_wake_syncs_and_its_reply_waits_for_i
     assert (await rt.wait(h.id, 5000)).status is Status.DONE
 
 
+async def _one_turn(rt: Runtime) -> Handle:
+    """A handle of agent ``a`` spawned, woken with "go" and run to ``done`` (tool step, then answer)."""
+    h = await rt.spawn("root", "a")
+    assert await rt.wake(h.id, "go") is False
+    assert (await rt.wait(h.id, 5000)).status is Status.DONE
+    return h
+
+
 async def test_tool_results_sync_beside_the_next_model_call_and_land_before_its_reply() -> None:
     store = HeldStore()
     model = RecordingModel(store)
     rt = await _runtime(store, model, _tools())
-    h = await rt.spawn("root", "a")
-    assert await rt.wake(h.id, "go") is False
-    assert (await rt.wait(h.id, 5000)).status is Status.DONE
+    h = await _one_turn(rt)
     second, _ = model.asked[1]
     assert ("tool", "acted") in _contents(second)
     # the step's close (tool messages) is its own commit, before the reply that read them
@@ -184,9 +191,7 @@ async def test_a_turns_model_calls_read_no_transcript_the_owner_committed() -> N
     store = TranscriptReadsStore()
     model = RecordingModel(store)
     rt = await _runtime(store, model, _tools())
-    h = await rt.spawn("root", "a")
-    assert await rt.wake(h.id, "go") is False
-    assert (await rt.wait(h.id, 5000)).status is Status.DONE
+    h = await _one_turn(rt)
     assert len(model.asked) == 2
     assert store.reads == []
     stored = store.messages("l", h.id)
@@ -202,9 +207,7 @@ async def test_a_turns_next_model_call_reads_only_what_was_written_since_the_las
     model = RecordingModel(store)
     rt = await _runtime(store, model, _tools())
     rt.table.held = HeldRecords("l", HeldBudget(0))
-    h = await rt.spawn("root", "a")
-    assert await rt.wake(h.id, "go") is False
-    assert (await rt.wait(h.id, 5000)).status is Status.DONE
+    h = await _one_turn(rt)
     assert len(model.asked) == 2
     assert store.reads and all(start > 0 for start, _ in store.reads), store.reads  # no read from 0 again
     second, _ = model.asked[1]

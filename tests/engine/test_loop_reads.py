@@ -54,6 +54,20 @@ def _engine(store: Store, bench: Bench, **options: Any) -> Engine:
                   executors={ToolSource.NATIVE: bench.tools}, **options)
 
 
+async def _started(store: Store, bench: Bench, rid: str, **options: Any) -> Engine:
+    """An engine on ``store``, started, with runtime ``rid`` of the agent whose tool suspends."""
+    bench.model.script = mock_model
+    bench.tools.functions["secret_action"] = secret_action
+    engine = _engine(store, bench, **options)
+    await engine.start()
+    try:
+        await engine.new(rid, [SECRET], LLM, RuntimeOptions())
+    except BaseException:
+        await engine.stop()
+        raise
+    return engine
+
+
 async def _parked(engine: Engine, rid: str) -> tuple[str, str]:
     """A handle of ``rid`` suspended on an approval: (handle, request id)."""
     rt = engine.runtime(rid)
@@ -144,12 +158,8 @@ async def test_a_close_whose_request_is_answered_while_it_reads_closes_what_the_
     answer accepted meanwhile runs the handle on. The close then closes the handle as it is now
     (its transition from the state it is in), instead of cancelling a request no longer open."""
     store = HeldRead()
-    bench.model.script = mock_model
-    bench.tools.functions["secret_action"] = secret_action
-    engine = _engine(store, bench)
-    await engine.start()
+    engine = await _started(store, bench, "race")
     try:
-        await engine.new("race", [SECRET], LLM, RuntimeOptions())
         rt = engine.runtime("race")
         handle, request_id = await _parked(engine, "race")
         rt.table.held.clear()  # the entry not held (evicted, or a restart since): Close reads the store
@@ -191,12 +201,8 @@ async def test_a_resume_by_the_owner_that_suspended_reads_neither_the_entry_nor_
     (``state.held``): the Resume and the turn it continues read none of them from the store — on
     PostgreSQL a round trip each. After a restart nothing is held, and the same Resume reads both."""
     store = CountedReads()
-    bench.model.script = mock_model
-    bench.tools.functions["secret_action"] = secret_action
-    engine = _engine(store, bench)
-    await engine.start()
+    engine = await _started(store, bench, "held")
     try:
-        await engine.new("held", [SECRET], LLM, RuntimeOptions())
         rt = engine.runtime("held")
         first, first_request = await _parked(engine, "held")
         second, second_request = await _parked(engine, "held")
@@ -224,12 +230,8 @@ async def test_an_engine_that_holds_nothing_reads_the_entry_and_the_transcript_o
         bench: Bench) -> None:
     """``held_bytes=0`` (``--held-memory 0``): nothing is held, so the same owner's Resume reads both."""
     store = CountedReads()
-    bench.model.script = mock_model
-    bench.tools.functions["secret_action"] = secret_action
-    engine = _engine(store, bench, held_bytes=0)
-    await engine.start()
+    engine = await _started(store, bench, "bare", held_bytes=0)
     try:
-        await engine.new("bare", [SECRET], LLM, RuntimeOptions())
         handle, request_id = await _parked(engine, "bare")
         store.counted.clear()
         outcome = await engine.runtime("bare").resume(Answer(request_id, ok=True), handle)
