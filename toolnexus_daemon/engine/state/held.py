@@ -133,6 +133,8 @@ class HeldRecords:
     def offer(self, handle_id: str, mark: int, messages: list[JSON]) -> None:
         """Take ``messages`` (stored ``[0, len)``, read since ``mark``) as the handle's prefix when
         nothing touched that handle since the read began, and they say more than the prefix does."""
+        if not self._budget.max_bytes:  # --held-memory 0: nothing is held, so nothing is sized
+            return
         prefix = self._prefixes.get(handle_id)
         if prefix is None:
             if self._dropped_at > mark:  # it may have been held, changed and dropped meanwhile
@@ -158,6 +160,8 @@ class HeldRecords:
     def committed(self, batch: Batch) -> None:
         """``batch`` (this runtime's part of a transaction) is durable: apply it as the store did —
         a purge, deleted handles, then truncations, then messages — and take its request entries."""
+        if not self._budget.max_bytes:  # --held-memory 0: nothing is held, so nothing is sized
+            return
         if batch.purge:
             self.clear()
         for (rid, hid), record in batch.handles.items():
